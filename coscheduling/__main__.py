@@ -1,0 +1,5 @@
+import sys
+
+from coscheduling.cli import main
+
+sys.exit(main())

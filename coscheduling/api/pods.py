@@ -1,0 +1,180 @@
+"""Pod records: the fields scheduling needs, parsed once from the watch's raw JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from coscheduling import GROUP_LABEL
+from coscheduling.api.quantity import CPU, MEMORY, QuantityError, parse_resource_list
+from coscheduling.api.selectors import NodeSelectorTerm, Toleration, parse_affinity_terms
+from coscheduling.api.times import parse_rfc3339
+
+# Requests assumed for scoring when a container asks for nothing, as kube-scheduler does,
+# so that best-effort pods still spread instead of all landing on one node.
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(slots=True, eq=False)
+class Pod:
+    """A pod as the scheduler sees it. ``key`` is ``namespace/name``."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str = ""
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    phase: str = "Pending"
+    deleting: bool = False
+    priority: int = 0
+    created: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    # cpu (milli) and memory with the scoring defaults applied per container.
+    nonzero_cpu: int = DEFAULT_MILLI_CPU
+    nonzero_memory: int = DEFAULT_MEMORY
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity_terms: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    spec_node_name: str = ""
+    owner_uid: str = ""
+    owner_kind: str = ""
+    gated: bool = False
+    host_ports: tuple[tuple[str, str, int], ...] = ()
+    parse_error: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group(self) -> str:
+        """The PodGroup name this pod belongs to, or ``""``."""
+        return self.labels.get(GROUP_LABEL, "")
+
+    @property
+    def group_key(self) -> str:
+        group = self.group
+        return f"{self.namespace}/{group}" if group else ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def assigned(self) -> bool:
+        return bool(self.node_name)
+
+
+def _container_requests(container: dict[str, Any]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    return parse_resource_list(resources.get("requests"))
+
+
+def _max_into(total: dict[str, int], other: dict[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > total.get(name, 0):
+            total[name] = amount
+
+
+def _sum_into(total: dict[str, int], other: dict[str, int]) -> None:
+    for name, amount in other.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def effective_requests(spec: dict[str, Any]) -> dict[str, int]:
+    """What a pod reserves on its node: containers, init containers, sidecars and overhead.
+
+    App containers and restartable init containers (sidecars) run together, so they add up;
+    each ordinary init container runs alone beside the sidecars started before it, so the pod
+    needs the largest of those moments; the RuntimeClass overhead comes on top.
+    """
+    running: dict[str, int] = {}
+    for container in spec.get("containers") or ():
+        _sum_into(running, _container_requests(container))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in spec.get("initContainers") or ():
+        requests = _container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            _sum_into(sidecars, requests)
+            moment = dict(sidecars)
+        else:
+            moment = dict(sidecars)
+            _sum_into(moment, requests)
+        _max_into(init_peak, moment)
+    _sum_into(running, sidecars)
+    _max_into(running, init_peak)
+    _sum_into(running, parse_resource_list(spec.get("overhead")))
+    return {name: amount for name, amount in running.items() if amount}
+
+
+def _nonzero(spec: dict[str, Any], resource: str, default: int) -> int:
+    total = 0
+    for container in spec.get("containers") or ():
+        amount = _container_requests(container).get(resource, 0)
+        total += amount if amount else default
+    return total
+
+
+def _host_ports(spec: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    ports = []
+    for container in spec.get("containers") or ():
+        for port in container.get("ports") or ():
+            if port.get("hostPort"):
+                ports.append(
+                    (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP",
+                     int(port["hostPort"]))
+                )
+    return tuple(ports)
+
+
+def _controller(meta: dict[str, Any]) -> tuple[str, str]:
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("uid", "")), str(ref.get("kind", ""))
+    return "", ""
+
+
+def parse_pod(obj: dict[str, Any]) -> Pod:
+    """Build a Pod record from the API's JSON. Malformed fields are kept as ``parse_error``.
+
+    The record is still returned so the scheduler can report the error on the pod instead of
+    losing it.
+    """
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    owner_uid, owner_kind = _controller(meta)
+    pod = Pod(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        resource_version=meta.get("resourceVersion", ""),
+        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        node_name=spec.get("nodeName") or "",
+        phase=status.get("phase") or "Pending",
+        deleting=bool(meta.get("deletionTimestamp")),
+        priority=int(spec.get("priority") or 0),
+        created=parse_rfc3339(meta.get("creationTimestamp")),
+        labels=dict(meta.get("labels") or {}),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        tolerations=tuple(Toleration.parse(t) for t in spec.get("tolerations") or ()),
+        spec_node_name=spec.get("nodeName") or "",
+        owner_uid=owner_uid,
+        owner_kind=owner_kind,
+        gated=bool(spec.get("schedulingGates")),
+        host_ports=_host_ports(spec),
+    )
+    try:
+        pod.requests = effective_requests(spec)
+        pod.nonzero_cpu = _nonzero(spec, CPU, DEFAULT_MILLI_CPU)
+        pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY)
+        pod.affinity_terms = parse_affinity_terms(spec.get("affinity"))
+    except (QuantityError, ValueError, TypeError) as err:
+        pod.parse_error = f"spec: {err}"
+    return pod

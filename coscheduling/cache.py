@@ -1,0 +1,255 @@
+"""What the scheduler knows of the cluster: nodes, the pods on them, and in-flight decisions.
+
+The cache accounts three kinds of usage on a node:
+
+* pods the API server reports bound there;
+* *assumed* pods, placed by a scheduling cycle but not yet bound (so the next cycle does not
+  hand out the same room twice);
+* *claims*, capacity a gang reserved for members it has not placed yet. A gang that passes
+  PreFilter claims room for all of its missing members at once, so no other gang or pod can
+  take that room half-way through; this is what keeps two gangs from each holding part of the
+  cluster and waiting on each other.
+
+One re-entrant lock guards the cache and everything the scheduler keeps beside it (gang
+state, waiting pods), because every decision reads all of it together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from coscheduling.api.nodes import Node
+from coscheduling.api.pods import Pod
+from coscheduling.api.quantity import add_into
+
+
+class NodeInfo:
+    """A node with the requests of the pods, assumed pods and claims that sit on it."""
+
+    __slots__ = (
+        "claimed",
+        "claims",
+        "name",
+        "node",
+        "nonzero_cpu",
+        "nonzero_memory",
+        "pods",
+        "ports",
+        "requested",
+    )
+
+    def __init__(self, name: str, node: Node | None = None) -> None:
+        self.name = name
+        self.node = node
+        self.pods: dict[str, Pod] = {}
+        self.requested: dict[str, int] = {}
+        self.nonzero_cpu = 0
+        self.nonzero_memory = 0
+        self.claims: dict[str, Pod] = {}
+        self.claimed: dict[str, int] = {}
+        self.ports: dict[tuple[str, str, int], int] = {}
+
+    def _account(self, pod: Pod, sign: int) -> None:
+        add_into(self.requested, pod.requests, sign)
+        self.nonzero_cpu += sign * pod.nonzero_cpu
+        self.nonzero_memory += sign * pod.nonzero_memory
+        for port in pod.host_ports:
+            self.ports[port] = self.ports.get(port, 0) + sign
+
+    def add_pod(self, pod: Pod) -> None:
+        if pod.key in self.pods:
+            self.remove_pod(pod.key)
+        self.pods[pod.key] = pod
+        self._account(pod, 1)
+
+    def remove_pod(self, key: str) -> None:
+        pod = self.pods.pop(key, None)
+        if pod is not None:
+            self._account(pod, -1)
+
+    def add_claim(self, pod: Pod) -> None:
+        self.remove_claim(pod.key)
+        self.claims[pod.key] = pod
+        add_into(self.claimed, pod.requests)
+
+    def remove_claim(self, key: str) -> None:
+        pod = self.claims.pop(key, None)
+        if pod is not None:
+            add_into(self.claimed, pod.requests, -1)
+
+    def used(self, resource: str, excluding: str = "") -> int:
+        """Requested plus claimed ``resource``, not counting ``excluding``'s own claim."""
+        total = self.requested.get(resource, 0) + self.claimed.get(resource, 0)
+        own = self.claims.get(excluding) if excluding else None
+        if own is not None:
+            total -= own.requests.get(resource, 0)
+        return total
+
+    def pod_count(self, excluding: str = "") -> int:
+        count = len(self.pods) + len(self.claims)
+        if excluding and excluding in self.claims:
+            count -= 1
+        return count
+
+
+class Cache:
+    """Nodes and pods, kept current by the watches and by the scheduler's own decisions."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._nodes: dict[str, NodeInfo] = {}
+        self._node_order: list[str] = []
+        self._pods: dict[str, Pod] = {}
+        self._assumed: dict[str, str] = {}
+        self._claims: dict[str, str] = {}
+        self._groups: dict[str, set[str]] = {}
+        self.generation = 0
+
+    # -- nodes -------------------------------------------------------------------------
+    def set_node(self, node: Node) -> None:
+        with self.lock:
+            info = self._nodes.get(node.name)
+            if info is None:
+                info = self._nodes[node.name] = NodeInfo(node.name)
+            if info.node is None:
+                self._node_order.append(node.name)
+            info.node = node
+            self.generation += 1
+
+    def remove_node(self, name: str) -> list[Pod]:
+        """Forget a node; returns the assumed pods and claims that sat on it."""
+        with self.lock:
+            info = self._nodes.get(name)
+            if info is None:
+                return []
+            if info.node is not None:
+                self._node_order.remove(name)
+            stranded = [p for p in info.pods.values() if p.key in self._assumed]
+            stranded += list(info.claims.values())
+            info.node = None
+            if not info.pods and not info.claims:
+                del self._nodes[name]
+            self.generation += 1
+            return stranded
+
+    def node(self, name: str) -> NodeInfo | None:
+        info = self._nodes.get(name)
+        return info if info is not None and info.node is not None else None
+
+    def node_names(self) -> list[str]:
+        """Names of the nodes that exist, in a stable order (for round-robin sampling)."""
+        return self._node_order
+
+    def nodes(self) -> Iterator[NodeInfo]:
+        for name in self._node_order:
+            yield self._nodes[name]
+
+    def node_count(self) -> int:
+        return len(self._node_order)
+
+    def _node_info(self, name: str) -> NodeInfo:
+        info = self._nodes.get(name)
+        if info is None:
+            info = self._nodes[name] = NodeInfo(name)
+        return info
+
+    # -- pods --------------------------------------------------------------------------
+    def pod(self, key: str) -> Pod | None:
+        return self._pods.get(key)
+
+    def pods(self) -> Iterator[Pod]:
+        return iter(list(self._pods.values()))
+
+    def group_pods(self, group_key: str) -> list[Pod]:
+        return [self._pods[k] for k in self._groups.get(group_key, ())]
+
+    def group_keys(self) -> list[str]:
+        return list(self._groups)
+
+    def set_pod(self, pod: Pod) -> Pod | None:
+        """Record a pod from the watch; returns the previous record."""
+        with self.lock:
+            old = self._pods.get(pod.key)
+            if old is not None and old.uid != pod.uid:
+                self.remove_pod(old.key)
+                old = None
+            if old is not None:
+                self._unindex(old)
+            self._pods[pod.key] = pod
+            if pod.group_key:
+                self._groups.setdefault(pod.group_key, set()).add(pod.key)
+            if pod.node_name:
+                self._assumed.pop(pod.key, None)
+                self.release_claim(pod.key)
+                self._node_info(pod.node_name).add_pod(pod)
+            elif pod.key in self._assumed:
+                # Still assumed: keep it on its node with the fresh record.
+                self._node_info(self._assumed[pod.key]).add_pod(pod)
+            return old
+
+    def _unindex(self, pod: Pod) -> None:
+        node_name = pod.node_name or self._assumed.get(pod.key, "")
+        if node_name and node_name in self._nodes:
+            info = self._nodes[node_name]
+            info.remove_pod(pod.key)
+            if info.node is None and not info.pods and not info.claims:
+                del self._nodes[node_name]
+        if pod.group_key:
+            members = self._groups.get(pod.group_key)
+            if members is not None:
+                members.discard(pod.key)
+                if not members:
+                    del self._groups[pod.group_key]
+
+    def remove_pod(self, key: str) -> Pod | None:
+        with self.lock:
+            pod = self._pods.pop(key, None)
+            if pod is None:
+                return None
+            self._unindex(pod)
+            self._assumed.pop(key, None)
+            self.release_claim(key)
+            self.generation += 1
+            return pod
+
+    # -- in-flight decisions ------------------------------------------------------------
+    def assume(self, pod: Pod, node_name: str) -> None:
+        """Place ``pod`` on ``node_name`` before the binding is confirmed."""
+        with self.lock:
+            self.release_claim(pod.key)
+            self._assumed[pod.key] = node_name
+            self._node_info(node_name).add_pod(pod)
+
+    def forget(self, pod_key: str) -> None:
+        """Undo an assume after a failed or rejected binding."""
+        with self.lock:
+            node_name = self._assumed.pop(pod_key, None)
+            if node_name is None:
+                return
+            info = self._nodes.get(node_name)
+            if info is not None:
+                info.remove_pod(pod_key)
+            self.generation += 1
+
+    def assumed_node(self, pod_key: str) -> str:
+        return self._assumed.get(pod_key, "")
+
+    def is_assumed(self, pod_key: str) -> bool:
+        return pod_key in self._assumed
+
+    def claim(self, pod: Pod, node_name: str) -> None:
+        with self.lock:
+            self.release_claim(pod.key)
+            self._claims[pod.key] = node_name
+            self._node_info(node_name).add_claim(pod)
+
+    def release_claim(self, pod_key: str) -> None:
+        with self.lock:
+            node_name = self._claims.pop(pod_key, None)
+            if node_name is not None and node_name in self._nodes:
+                self._nodes[node_name].remove_claim(pod_key)
+                self.generation += 1
+
+    def claimed_node(self, pod_key: str) -> str:
+        return self._claims.get(pod_key, "")

@@ -1,0 +1,100 @@
+"""The ``coscheduling`` command."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+import yaml
+
+from coscheduling import logs
+from coscheduling.cluster.client import ApiError
+from coscheduling.config import ConfigError, SchedulerConfig, load_file, parse_config
+from coscheduling.config.load import dump_defaults
+from coscheduling.plugins.registry import default_registry
+
+
+def _load_config(path: str | None) -> SchedulerConfig:
+    registry = default_registry()
+    return load_file(path, registry) if path else parse_config(None, registry)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from coscheduling.service import SchedulerService
+
+    logs.setup(args.v, args.log_format)
+    config = _load_config(args.config)
+    service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    if not service.start(sync_timeout=None):
+        return 1
+    print(f"coscheduling: scheduling pods with schedulerName={config.scheduler_name}",
+          file=sys.stderr, flush=True)
+    stop.wait()
+    service.stop()
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    if args.action == "defaults":
+        print(yaml.safe_dump(dump_defaults(), sort_keys=False), end="")
+        return 0
+    _load_config(args.file)
+    print(f"{args.file}: valid")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coscheduling", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the scheduler against a cluster")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: the config file's, else "
+                     "the in-cluster service account)")
+    run.add_argument("--config", help="SchedulerConfiguration YAML file (default: built-in)")
+    run.add_argument("-v", type=int, default=0, help="log verbosity (0 info, 1+ debug)")
+    run.add_argument("--log-format", choices=("text", "json"), default="text")
+    run.set_defaults(func=_run)
+
+    config = sub.add_parser("config", help="show the defaults or validate a config file")
+    config.add_argument("action", choices=("defaults", "validate"))
+    config.add_argument("file", nargs="?")
+    config.set_defaults(func=_config)
+
+    try:
+        from coscheduling.localcluster import cli as localcluster_cli
+    except ImportError:  # pragma: no cover - the launcher ships with the package
+        pass
+    else:
+        localcluster_cli.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "config" and args.action == "validate" and not args.file:
+        parser.error("config validate needs a FILE")
+    try:
+        code: int = args.func(args)
+    except ConfigError as err:
+        print(f"coscheduling: invalid configuration: {err}", file=sys.stderr)
+        return 2
+    except ApiError as err:
+        print(f"coscheduling: {err}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

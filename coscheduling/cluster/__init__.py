@@ -1,0 +1,1 @@
+"""Talking to the API server: raw-JSON requests, watches, bindings, events and status."""

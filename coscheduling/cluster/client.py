@@ -1,0 +1,204 @@
+"""A raw-JSON client on top of the kubernetes package's ApiClient.
+
+The ApiClient brings what a kubeconfig can ask for (certificates, tokens, exec plugins,
+proxies); this layer skips its model classes, which are slow to build, and returns plain
+dicts. Every request has a client-side timeout, so a dead connection cannot hang a thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from coscheduling.cluster.ratelimit import TokenBucket
+
+CONNECT_TIMEOUT = 5.0
+REQUEST_TIMEOUT = 30.0
+
+
+class ApiError(Exception):
+    """A request the API server refused, or could not be reached for."""
+
+    def __init__(self, status: int, reason: str, body: Mapping[str, Any] | None = None) -> None:
+        super().__init__(f"HTTP {status}: {reason}" if status else reason)
+        self.status = status
+        self.reason = reason
+        self.body = dict(body or {})
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    kubeconfig: str = ""
+    context: str = ""
+    qps: float = 200.0
+    burst: int = 400
+    connection_pool: int = 32
+    # Extra headers tests use to act as another identity (e.g. a ServiceAccount token).
+    token: str = ""
+
+
+def load_configuration(settings: ClientSettings) -> k8s_client.Configuration:
+    """A client Configuration from a kubeconfig, or the in-cluster service account."""
+    configuration = k8s_client.Configuration()
+    try:
+        if settings.kubeconfig:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=settings.kubeconfig,
+                context=settings.context or None,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        else:
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration)
+    except (ConfigException, OSError, TypeError, ValueError) as err:
+        source = settings.kubeconfig or "in-cluster service account"
+        raise ApiError(0, f"cannot load credentials from {source}: {err}") from err
+    configuration.connection_pool_maxsize = settings.connection_pool
+    if settings.token:
+        configuration.api_key = {"authorization": "Bearer " + settings.token}
+    return configuration
+
+
+class KubeClient:
+    def __init__(self, settings: ClientSettings,
+                 configuration: k8s_client.Configuration | None = None) -> None:
+        self.settings = settings
+        self.configuration = configuration or load_configuration(settings)
+        self.api = k8s_client.ApiClient(self.configuration)
+        self._limiter = TokenBucket(settings.qps, settings.burst)
+
+    @property
+    def host(self) -> str:
+        return str(self.configuration.host)
+
+    def close(self) -> None:
+        self.api.close()  # type: ignore[no-untyped-call]
+
+    def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+              body: Any = None, content_type: str = "application/json",
+              timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+              stream: bool = False) -> urllib3.HTTPResponse:
+        self._limiter.acquire()
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        request_timeout = timeout if isinstance(timeout, tuple) else (CONNECT_TIMEOUT, timeout)
+        try:
+            verb, url, headers, payload, post = self.api.param_serialize(
+                method, path, query_params=list((query or {}).items()),
+                header_params=headers, body=body, auth_settings=["BearerToken"],
+            )
+            rest = self.api.call_api(verb, url, headers, payload, post,
+                                     _request_timeout=request_timeout)
+        except k8s_client.ApiException as err:
+            raise ApiError(err.status or 0, str(err.reason or err)) from err
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiError(0, f"cannot reach the API server at {self.host}: {err}") from err
+        response: urllib3.HTTPResponse = rest.response
+        if not stream and response.status >= 300:
+            try:
+                answer = _json_or_empty(response.data)
+            finally:
+                response.release_conn()
+            raise ApiError(response.status, answer.get("message") or response.reason or "",
+                           answer)
+        return response
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str = "application/json",
+                timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
+        """One request; the decoded JSON answer (``{}`` when the body is empty)."""
+        response = self._call(method, path, query=query, body=body,
+                              content_type=content_type, timeout=timeout)
+        try:
+            return _json_or_empty(response.data)
+        finally:
+            response.release_conn()
+
+    def get(self, path: str, **query: Any) -> dict[str, Any]:
+        return self.request("GET", path, query=query)
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.request("POST", path, body=body)
+
+    def delete(self, path: str, **query: Any) -> dict[str, Any]:
+        return self.request("DELETE", path, query=query)
+
+    def patch(self, path: str, body: Any, *, kind: str = "merge") -> dict[str, Any]:
+        content_type = {
+            "merge": "application/merge-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+            "json": "application/json-patch+json",
+        }[kind]
+        return self.request("PATCH", path, body=body, content_type=content_type)
+
+    def watch(self, path: str, query: Mapping[str, Any],
+              read_timeout: float) -> Iterator[dict[str, Any]]:
+        """Watch events as dicts. Raises ApiError on HTTP errors and dead connections."""
+        response = self._call("GET", path, query={**query, "watch": "true"},
+                              timeout=(CONNECT_TIMEOUT, read_timeout), stream=True)
+        try:
+            if response.status >= 300:
+                answer = _json_or_empty(response.data)
+                raise ApiError(response.status, answer.get("message") or "", answer)
+            buffer = b""
+            for chunk in response.stream(64 * 1024, decode_content=True):
+                buffer += chunk
+                while True:
+                    newline = buffer.find(b"\n")
+                    if newline < 0:
+                        break
+                    line, buffer = buffer[:newline], buffer[newline + 1:]
+                    if line.strip():
+                        yield json.loads(line)
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiError(0, f"watch of {path} broke: {err}") from err
+        finally:
+            response.release_conn()
+
+    def bind(self, namespace: str, name: str, uid: str, node_name: str) -> None:
+        """POST a Binding. The answer is read as raw JSON: the generated client raises
+        'Invalid value for target' on the Status the server returns for a success."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        self.request("POST", f"/api/v1/namespaces/{q(namespace)}/pods/{q(name)}/binding",
+                     body=body)
+
+
+def q(segment: str) -> str:
+    """Quote one path segment."""
+    return quote(segment, safe="")
+
+
+def _json_or_empty(data: bytes | str | None) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        decoded = json.loads(data)
+    except (ValueError, TypeError):
+        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+        return {"message": text[:500]}
+    return decoded if isinstance(decoded, dict) else {"items": decoded}

@@ -1,0 +1,68 @@
+"""The scheduler's configuration, after defaults and validation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from coscheduling import DEFAULT_SCHEDULER_NAME
+
+API_VERSION = "config.batch.scheduler.tencent.com/v1"
+KIND = "SchedulerConfiguration"
+
+EXTENSION_POINTS = (
+    "queueSort", "preFilter", "filter", "postFilter", "score", "reserve", "permit", "bind",
+    "postBind",
+)
+
+
+@dataclass(frozen=True)
+class ClientConnection:
+    kubeconfig: str = ""
+    qps: float = 200.0
+    burst: int = 400
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    leader_elect: bool = False
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_namespace: str = "kube-system"
+    resource_name: str = DEFAULT_SCHEDULER_NAME
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """Plugin names per extension point, in run order; score maps names to weights."""
+
+    queue_sort: str = "Coscheduling"
+    pre_filter: tuple[str, ...] = ()
+    filter: tuple[str, ...] = ()
+    post_filter: tuple[str, ...] = ()
+    score: Mapping[str, int] = field(default_factory=dict)
+    reserve: tuple[str, ...] = ()
+    permit: tuple[str, ...] = ()
+    bind: tuple[str, ...] = ()
+    post_bind: tuple[str, ...] = ()
+
+    def all_names(self) -> set[str]:
+        names = {self.queue_sort, *self.pre_filter, *self.filter, *self.post_filter,
+                 *self.score, *self.reserve, *self.permit, *self.bind, *self.post_bind}
+        return names
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    client_connection: ClientConnection = field(default_factory=ClientConnection)
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    percentage_of_nodes_to_score: int = 0
+    pod_initial_backoff_seconds: float = 1.0
+    pod_max_backoff_seconds: float = 10.0
+    pod_max_unschedulable_seconds: float = 300.0
+    binding_parallelism: int = 16
+    plugins: Plugins = field(default_factory=Plugins)
+    plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

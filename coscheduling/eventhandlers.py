@@ -1,0 +1,142 @@
+"""Watch events -> cache and queue updates, and the wake-ups they imply.
+
+Each handler moves parked pods back only when the event could help them: a node added or
+given more room, a pod gone (its room is free), a PodGroup created or changed (its own
+members), a sibling created (its own gang).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coscheduling.api.nodes import Node, node_changes_could_help
+from coscheduling.api.podgroups import PodGroup
+from coscheduling.api.pods import Pod
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.plugins.coscheduling.plugin import REJECTION, Rejection
+
+if TYPE_CHECKING:
+    from coscheduling.scheduler import Scheduler
+
+
+class PodEvents:
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+        self.name = scheduler.config.scheduler_name
+
+    def _ours_pending(self, pod: Pod) -> bool:
+        return not pod.node_name and pod.scheduler_name == self.name and not pod.terminal
+
+    def on_add(self, pod: Pod) -> None:
+        s = self.s
+        if pod.node_name:
+            s.cache.set_pod(pod)
+            return
+        if not self._ours_pending(pod):
+            return
+        with s.cache.lock:
+            s.cache.set_pod(pod)
+        if pod.deleting:
+            return
+        if not pod.gated:
+            s.queue.add(pod)
+        if pod.group_key:
+            s.move_groups([pod.group_key])
+
+    def on_update(self, old: Pod, new: Pod) -> None:
+        s = self.s
+        if new.terminal or (new.deleting and not new.node_name):
+            self.on_delete(new)
+            return
+        if new.node_name:
+            with s.cache.lock:
+                s.cache.set_pod(new)
+            s.queue.delete(new.key)
+            return
+        if not self._ours_pending(new):
+            return
+        with s.cache.lock:
+            s.cache.set_pod(new)
+        if new.deleting:
+            return
+        if new.gated:
+            s.queue.delete(new.key)
+        elif s.cache.is_assumed(new.key) or s.waiting_pods.get(new.key) is not None:
+            return  # in a binding or waiting cycle: not queued
+        else:
+            s.queue.add(new)
+            if old.gated:
+                s.move_groups([new.group_key] if new.group_key else [])
+
+    def on_delete(self, pod: Pod) -> None:
+        s = self.s
+        with s.cache.lock:
+            held_room = s.cache.is_assumed(pod.key)
+            known = s.cache.remove_pod(pod.key)
+            s.queue.delete(pod.key)
+            waiting = s.waiting_pods.get(pod.key)
+            if waiting is not None:
+                if isinstance(waiting.cycle, CycleState):
+                    waiting.cycle.write(REJECTION, Rejection(
+                        f"member {pod.name} was deleted while waiting", freeze=False))
+                s.waiting_pods.reject(pod.key, "Scheduler", f"pod {pod.key} was deleted")
+            if s.reporter is not None:
+                s.reporter.forget(pod)
+            if known is not None and (known.node_name or held_room):
+                s.capacity_freed_locked()
+            elif known is not None and known.group_key:
+                s.move_groups([known.group_key])
+
+
+class NodeEvents:
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, node: Node) -> None:
+        with self.s.cache.lock:
+            self.s.cache.set_node(node)
+            self.s.capacity_freed_locked()
+
+    def on_update(self, old: Node, new: Node) -> None:
+        with self.s.cache.lock:
+            self.s.cache.set_node(new)
+            if node_changes_could_help(old, new):
+                self.s.capacity_freed_locked()
+
+    def on_delete(self, node: Node) -> None:
+        s = self.s
+        with s.cache.lock:
+            stranded = s.cache.remove_node(node.name)
+            keys: list[str] = []
+            for plugin in s.event_plugins:
+                keys += plugin.node_deleted(node.name, stranded)
+        s.move_groups(keys)
+
+
+class PodGroupEvents:
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, group: PodGroup) -> None:
+        self._changed(group)
+
+    def on_update(self, old: PodGroup, new: PodGroup) -> None:
+        self._changed(new)
+
+    def _changed(self, group: PodGroup) -> None:
+        s = self.s
+        with s.cache.lock:
+            s.podgroups()[group.key] = group
+            keys: list[str] = []
+            for plugin in s.event_plugins:
+                keys += plugin.group_changed(group)
+        s.move_groups(keys or [group.key])
+
+    def on_delete(self, group: PodGroup) -> None:
+        s = self.s
+        with s.cache.lock:
+            s.podgroups().pop(group.key, None)
+            keys: list[str] = []
+            for plugin in s.event_plugins:
+                keys += plugin.group_deleted(group.key)
+        s.move_groups(keys or [group.key])

@@ -1,0 +1,145 @@
+"""One interface per extension point, and the handle plugins use to reach the scheduler."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.status import Status
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.cache import Cache, NodeInfo
+    from coscheduling.framework.waiting import WaitingPods
+
+MAX_NODE_SCORE = 100
+
+
+class Handle(Protocol):
+    """What the scheduler offers its plugins."""
+
+    @property
+    def cache(self) -> Cache: ...
+
+    @property
+    def waiting_pods(self) -> WaitingPods: ...
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        """The PodGroup ``namespace/name`` from the watch cache."""
+
+    def find_feasible_node(
+        self, pod: Pod, start: int, skip_plugin: str
+    ) -> tuple[str | None, str, int]:
+        """Run PreFilter (all but ``skip_plugin``) and Filter for ``pod`` from node index
+        ``start``: (first feasible node or None, why none fit, index of the node found)."""
+
+    def activate(self, pod_keys: Iterable[str]) -> None:
+        """Move pending pods back to the active queue (e.g. siblings of a gang)."""
+
+    def now(self) -> float:
+        """Wall-clock seconds; plugins take time from here so tests can reason about it."""
+
+    def bind(self, pod: Pod, node_name: str) -> Status:
+        """Write a Binding through the API server."""
+
+
+class Plugin(ABC):
+    """Base of every plugin; ``name`` is how profiles and the registry refer to it."""
+
+    name: ClassVar[str]
+
+
+class QueueSortPlugin(Plugin):
+    @abstractmethod
+    def sort_key(self, pod: Pod) -> tuple[Any, ...]:
+        """Pods with smaller keys leave the queue first; computed once per queue entry."""
+
+    def less(self, a: Pod, b: Pod) -> bool:
+        """QueueSort's Less: whether ``a`` is scheduled before ``b``."""
+        return self.sort_key(a) < self.sort_key(b)
+
+
+class PreFilterPlugin(Plugin):
+    @abstractmethod
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        """Check the pod once per cycle and prepare what Filter needs."""
+
+
+class FilterPlugin(Plugin):
+    @abstractmethod
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        """Whether ``pod`` may run on ``node``."""
+
+
+class PostFilterPlugin(Plugin):
+    @abstractmethod
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]
+    ) -> Status:
+        """Runs when no node passed Filter (``filtered`` maps node names to their failure)."""
+
+
+class ScorePlugin(Plugin):
+    @abstractmethod
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        """Score in 0..100 (after normalize); higher is better."""
+
+    def normalize_scores(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> None:
+        """Rescale the scores of all feasible nodes in place; by default they stay."""
+
+
+class ReservePlugin(Plugin):
+    @abstractmethod
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Hold what the pod will use on ``node_name`` before binding."""
+
+    @abstractmethod
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Release what reserve held; must be idempotent."""
+
+
+class PermitPlugin(Plugin):
+    @abstractmethod
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
+        """Allow, reject, or make the pod Wait (with the timeout in seconds)."""
+
+
+class BindPlugin(Plugin):
+    @abstractmethod
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Bind, or return Skip to let the next bind plugin do it."""
+
+
+class PostBindPlugin(Plugin):
+    @abstractmethod
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Informational: the pod is bound."""
+
+
+class ClusterEventsPlugin(Plugin):
+    """Optional hooks for plugins that keep state across cycles (the gang plugin).
+
+    Each hook runs under the cache lock and returns PodGroup keys whose pods should be moved
+    back to the active queue.
+    """
+
+    def capacity_freed(self, exclude: str = "") -> list[str]:
+        """Room was freed or added somewhere (node added, pod gone, gang rejected);
+        ``exclude`` names a group that must stay as it is (the one just rejected)."""
+        return []
+
+    def group_changed(self, group: PodGroup) -> list[str]:
+        return []
+
+    def group_deleted(self, group_key: str) -> list[str]:
+        return []
+
+    def node_deleted(self, node_name: str, stranded: list[Pod]) -> list[str]:
+        return []
+
+    def housekeeping(self, now: float) -> list[str]:
+        """Called about once a second: expire what has a deadline."""
+        return []

@@ -1,0 +1,60 @@
+"""`coscheduling localcluster up|down`: run a local control plane outside of pytest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .launcher import STATE_FILE, LocalCluster, running_components, stop_from_state
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `localcluster up` and `localcluster down` on the top-level CLI."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "localcluster", help="start or stop a local Kubernetes control plane"
+    )
+    commands = parser.add_subparsers(dest="localcluster_command", required=True)
+    up = commands.add_parser(
+        "up", help="start etcd, kube-apiserver and kube-controller-manager; print the kubeconfig"
+    )
+    up.add_argument("--workdir", type=Path, required=True, help="directory for data, logs, certs")
+    up.add_argument(
+        "--no-controller-manager",
+        action="store_true",
+        help="run only etcd and kube-apiserver",
+    )
+    up.set_defaults(func=cmd_up)
+    down = commands.add_parser("down", help="stop the control plane started in --workdir")
+    down.add_argument("--workdir", type=Path, required=True)
+    down.set_defaults(func=cmd_down)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start a cluster that outlives this process; the kubeconfig path is the last line."""
+    running = running_components(args.workdir)
+    if running:
+        print(
+            f"a cluster is already running in {args.workdir} {running}; run down first",
+            file=sys.stderr,
+        )
+        return 1
+    cluster = LocalCluster(
+        args.workdir,
+        controller_manager=not args.no_controller_manager,
+        die_with_parent=False,
+    )
+    cluster.start()
+    cluster.detach()
+    print(cluster.kubeconfig, flush=True)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop the processes recorded in `--workdir`/cluster.json."""
+    if not (args.workdir / STATE_FILE).is_file():
+        print(f"no {STATE_FILE} in {args.workdir}: nothing to stop", file=sys.stderr)
+        return 1
+    stop_from_state(args.workdir)
+    return 0

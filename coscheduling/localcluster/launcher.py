@@ -1,0 +1,568 @@
+"""Start a real etcd + kube-apiserver + kube-controller-manager on loopback.
+
+The cluster has no kubelets: tests create Node objects themselves, and the controller
+manager runs only the workload controllers the project needs (no node-lifecycle, which
+would taint kubelet-less nodes). Every process is started by us, tracked by pid in
+`cluster.json`, and stopped by pid, so a crashed test run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import http.client
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from .build import Binaries, cache_dir, ensure_binaries
+from .certs import ClusterCerts, create_certs
+
+__all__ = [
+    "COMPONENTS",
+    "CONTROLLERS",
+    "ClusterStartError",
+    "LocalCluster",
+    "running_components",
+    "stop_from_state",
+]
+
+Log = Callable[[str], None]
+
+ETCD = "etcd"
+APISERVER = "kube-apiserver"
+CONTROLLER_MANAGER = "kube-controller-manager"
+COMPONENTS = (ETCD, APISERVER, CONTROLLER_MANAGER)
+
+# kube-controller-manager controllers the project relies on (names as `--help` lists them).
+CONTROLLERS = (
+    "job-controller",
+    "statefulset-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+)
+
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+READY_TIMEOUT = 60.0
+# etcd drains client streams for up to 7s (its request timeout) when clients are attached.
+STOP_GRACE = 8.0
+PR_SET_PDEATHSIG = 1
+STATE_FILE = "cluster.json"
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+MIN_PORT = 10000
+
+
+class ClusterStartError(RuntimeError):
+    """A component exited or did not become ready in time."""
+
+
+def _default_log(message: str) -> None:
+    print(f"[localcluster] {message}", file=sys.stderr, flush=True)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports below the kernel's ephemeral range.
+
+    Outgoing connections take their source ports from the ephemeral range, so a port
+    picked there could be taken (e.g. by the apiserver's own etcd connections) before
+    the component binds it, or while a component is stopped for a fault-injection test.
+    """
+    first_ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
+    rng = random.SystemRandom()
+    ports: list[int] = []
+    for _ in range(1000):
+        port = rng.randrange(MIN_PORT, max(first_ephemeral, MIN_PORT + 1000))
+        if port not in ports and _bindable(port):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise ClusterStartError(
+        f"no {count} free loopback ports between {MIN_PORT} and {first_ephemeral}"
+    )
+
+
+def _log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        content = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no log file)"
+    return "\n".join(content[-lines:])
+
+
+def _process_start_time(pid: int) -> int | None:
+    """Kernel start time of `pid` (field 22 of /proc/<pid>/stat), or None if it is gone.
+
+    Stored next to the pid, it tells a live process from a recycled pid.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def _pid_alive(pid: int) -> bool:
+    """True unless the process is gone or a zombie (dead but not yet reaped)."""
+    return _process_start_time(pid) is not None
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _child_setup(die_with_parent: bool) -> Callable[[], None] | None:
+    """preexec_fn that makes the kernel SIGKILL the child when its parent dies.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so start
+    clusters from a long-lived thread (normally the main one).
+    """
+    if not die_with_parent:
+        return None
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def setup() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return setup
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None, token: str | None = None) -> bool:
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, http.client.HTTPException):  # URLError and ssl errors are OSErrors
+        return False
+
+
+@dataclass
+class _Component:
+    """One control-plane program: how to run it and how to tell it is ready."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    ready: Callable[[], bool]
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+
+class LocalCluster:
+    """A throwaway control plane in `workdir`, reachable through `workdir/kubeconfig`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        controller_manager: bool = True,
+        die_with_parent: bool = True,
+        log: Log = _default_log,
+        binaries: Binaries | None = None,
+    ) -> None:
+        self.workdir = Path(workdir).absolute()
+        self.controller_manager = controller_manager
+        self.die_with_parent = die_with_parent
+        self.log = log
+        self.binaries = binaries
+        self.admin_token = secrets.token_hex(24)
+        self.etcd_client_port, self.etcd_peer_port, self.apiserver_port, self.kcm_port = (
+            _free_ports(4)
+        )
+        self._components: dict[str, _Component] = {}
+        self._certs: ClusterCerts | None = None
+
+    # -- public properties -------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.workdir / "pki" / "ca.crt"
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """Pids of the components currently running (paused ones included)."""
+        return {
+            name: c.process.pid
+            for name, c in self._components.items()
+            if c.process is not None and c.process.poll() is None
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> LocalCluster:
+        """Start every component and wait until each one is ready; stop all on failure."""
+        started = time.monotonic()
+        binaries = self.binaries or ensure_binaries(self.log)
+        self.binaries = binaries
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        # Each start() is a new cluster: old etcd data would not match the new keys.
+        shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
+        self._certs = create_certs(self.workdir / "pki")
+        self._write_token_file()
+        self._write_kubeconfig(self.kubeconfig)
+        self._write_kubeconfig(self.workdir / f"{CONTROLLER_MANAGER}.kubeconfig")
+        self._components = self._define_components(binaries, self._certs)
+        atexit.register(self.stop)
+        try:
+            for name in self._components:
+                self.start_component(name)
+        except BaseException:
+            self.stop()
+            raise
+        self.log(f"control plane ready at {self.server} in {time.monotonic() - started:.1f}s")
+        return self
+
+    def stop(self) -> None:
+        """Stop every component we started (controller manager first, etcd last)."""
+        atexit.unregister(self.stop)
+        for name in reversed(list(self._components)):
+            self.stop_component(name)
+
+    def detach(self) -> None:
+        """Leave the processes running after this interpreter exits (for `localcluster up`)."""
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- per-component control (fault injection) ---------------------------------------
+
+    def start_component(self, name: str) -> None:
+        """(Re)start one component on its original ports and data dir; wait until ready."""
+        component = self._component(name)
+        if component.process is not None and component.process.poll() is None:
+            return
+        with component.log_path.open("ab") as log_file:
+            log_file.write(f"\n=== starting {name}: {' '.join(component.argv)}\n".encode())
+            log_file.flush()
+            component.process = subprocess.Popen(
+                component.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,
+                preexec_fn=_child_setup(self.die_with_parent),
+            )
+        self._write_state()
+        self._wait_ready(component)
+        self.log(f"{name} ready (pid {component.process.pid}, log {component.log_path})")
+
+    def stop_component(self, name: str, *, graceful: bool = True) -> None:
+        """Stop one component: SIGTERM, then SIGKILL if still running after STOP_GRACE.
+
+        `graceful=False` sends SIGKILL at once, to simulate a crash.
+        """
+        process = self._component(name).process
+        if process is None or process.poll() is not None:
+            return
+        if graceful:
+            process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(STOP_GRACE)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        self._write_state()
+
+    def pause_component(self, name: str) -> None:
+        """Freeze one component with SIGSTOP (it keeps its sockets but stops answering)."""
+        self._signal(name, signal.SIGSTOP)
+
+    def resume_component(self, name: str) -> None:
+        self._signal(name, signal.SIGCONT)
+
+    def _signal(self, name: str, signum: signal.Signals) -> None:
+        process = self._component(name).process
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"{name} is not running")
+        os.kill(process.pid, signum)
+
+    def _component(self, name: str) -> _Component:
+        try:
+            return self._components[name]
+        except KeyError:
+            raise ValueError(
+                f"unknown or disabled component {name!r}; have {sorted(self._components)}"
+            ) from None
+
+    # -- readiness ---------------------------------------------------------------------
+
+    def _wait_ready(self, component: _Component) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        process = component.process
+        assert process is not None
+        while not component.ready():
+            if process.poll() is not None:
+                raise ClusterStartError(
+                    f"{component.name} exited with code {process.returncode}; "
+                    f"last lines of {component.log_path}:\n{_log_tail(component.log_path)}"
+                )
+            if time.monotonic() > deadline:
+                raise ClusterStartError(
+                    f"{component.name} not ready after {READY_TIMEOUT:.0f}s; "
+                    f"last lines of {component.log_path}:\n{_log_tail(component.log_path)}"
+                )
+            time.sleep(0.1)
+
+    def _apiserver_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _apiserver_ready(self) -> bool:
+        context = self._apiserver_context()
+        return _http_ok(f"{self.server}/readyz", context, self.admin_token)
+
+    def _etcd_ready(self) -> bool:
+        return _http_ok(f"http://127.0.0.1:{self.etcd_client_port}/health", None)
+
+    def _controller_manager_ready(self) -> bool:
+        # kube-controller-manager serves a self-signed certificate of its own.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return _http_ok(f"https://127.0.0.1:{self.kcm_port}/healthz", context)
+
+    # -- configuration -----------------------------------------------------------------
+
+    def _define_components(self, binaries: Binaries, certs: ClusterCerts) -> dict[str, _Component]:
+        components = [
+            _Component(ETCD, self._etcd_argv(binaries), self._log_path(ETCD), self._etcd_ready),
+            _Component(
+                APISERVER,
+                self._apiserver_argv(binaries, certs),
+                self._log_path(APISERVER),
+                self._apiserver_ready,
+            ),
+        ]
+        if self.controller_manager:
+            components.append(
+                _Component(
+                    CONTROLLER_MANAGER,
+                    self._controller_manager_argv(binaries, certs),
+                    self._log_path(CONTROLLER_MANAGER),
+                    self._controller_manager_ready,
+                )
+            )
+        return {c.name: c for c in components}
+
+    def _log_path(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    def _etcd_argv(self, binaries: Binaries) -> list[str]:
+        client = f"http://127.0.0.1:{self.etcd_client_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        return [
+            str(binaries.etcd),
+            "--name=local",
+            f"--data-dir={self.workdir / 'etcd-data'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=local={peer}",
+            "--quota-backend-bytes=2147483648",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_argv(self, binaries: Binaries, certs: ClusterCerts) -> list[str]:
+        return [
+            str(binaries.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_client_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--cert-dir={self.workdir / 'pki'}",
+            f"--tls-cert-file={certs.serving_cert}",
+            f"--tls-private-key-file={certs.serving_key}",
+            f"--client-ca-file={certs.ca_cert}",
+            f"--token-auth-file={self.workdir / 'tokens.csv'}",
+            "--authorization-mode=Node,RBAC",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={certs.service_account_pub}",
+            f"--service-account-signing-key-file={certs.service_account_key}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            "--allow-privileged=true",
+            # Endpoints may not hold a loopback address, so the reconciler would only log
+            # errors every few seconds; nothing in-cluster dials the `kubernetes` service.
+            "--endpoint-reconciler-type=none",
+            # Stop within ~2s on SIGTERM instead of waiting up to 60s for open watches.
+            "--shutdown-send-retry-after=true",
+            "--profiling=false",
+        ]
+
+    def _controller_manager_argv(self, binaries: Binaries, certs: ClusterCerts) -> list[str]:
+        return [
+            str(binaries.kube_controller_manager),
+            f"--kubeconfig={self.workdir / f'{CONTROLLER_MANAGER}.kubeconfig'}",
+            f"--controllers={','.join(CONTROLLERS)}",
+            f"--service-account-private-key-file={certs.service_account_key}",
+            f"--root-ca-file={certs.ca_cert}",
+            "--use-service-account-credentials=false",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.kcm_port}",
+            f"--cert-dir={self.workdir / 'kcm-serving'}",
+            "--profiling=false",
+        ]
+
+    def _write_token_file(self) -> None:
+        """Static token for user `admin` in `system:masters` (bypasses RBAC, like kubeadm's)."""
+        path = self.workdir / "tokens.csv"
+        path.write_text(f'{self.admin_token},admin,admin,"system:masters"\n')
+        path.chmod(0o600)
+
+    def _write_kubeconfig(self, path: Path) -> None:
+        ca_data = base64.b64encode(self.ca_file.read_bytes()).decode()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {"server": self.server, "certificate-authority-data": ca_data},
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.admin_token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "current-context": "local",
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+
+    def _write_state(self) -> None:
+        """Record pids (with start times) so `stop_from_state` can stop them from elsewhere."""
+        state: dict[str, Any] = {
+            "workdir": str(self.workdir),
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "ca_file": str(self.ca_file),
+            "ports": {
+                "etcd_client": self.etcd_client_port,
+                "etcd_peer": self.etcd_peer_port,
+                "apiserver": self.apiserver_port,
+                "controller_manager": self.kcm_port,
+            },
+            "components": {
+                name: {
+                    "pid": pid,
+                    "start_time": _process_start_time(pid),
+                    "exe": self._component(name).argv[0],
+                    "log": str(self._component(name).log_path),
+                }
+                for name, pid in self.pids.items()
+            },
+        }
+        path = self.workdir / STATE_FILE
+        partial = path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(state, indent=2) + "\n")
+        os.replace(partial, path)
+
+
+def _owned_by_us(pid: int, record: dict[str, Any]) -> bool:
+    """True if `pid` still runs the recorded binary, from our cache, started when recorded."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return False
+    bin_root = (cache_dir() / "bin").resolve()
+    return (
+        exe == str(Path(record["exe"]).resolve())
+        and Path(exe).is_relative_to(bin_root)
+        and _process_start_time(pid) == record["start_time"]
+    )
+
+
+def running_components(workdir: Path) -> dict[str, int]:
+    """Components recorded in `workdir/cluster.json` that are still running, by name."""
+    path = Path(workdir) / STATE_FILE
+    if not path.is_file():
+        return {}
+    records: dict[str, dict[str, Any]] = json.loads(path.read_text())["components"]
+    return {
+        name: int(record["pid"])
+        for name, record in records.items()
+        if _owned_by_us(int(record["pid"]), record)
+    }
+
+
+def stop_from_state(workdir: Path, log: Log = _default_log) -> list[int]:
+    """Stop the processes listed in `workdir/cluster.json`; return the pids that were stopped.
+
+    Only pids that still run our cached binary since the recorded start time are
+    signalled, so a recycled pid is never killed (nor a cluster run from other binaries).
+    """
+    running = running_components(workdir)
+    stopped = []
+    for name in reversed(COMPONENTS):
+        pid = running.get(name)
+        if pid is None:
+            continue
+        with contextlib.suppress(ProcessLookupError):  # it may exit on its own meanwhile
+            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGCONT)
+            if not _wait_gone(pid, STOP_GRACE):
+                os.kill(pid, signal.SIGKILL)
+                _wait_gone(pid, STOP_GRACE)
+        log(f"stopped {name} (pid {pid})")
+        stopped.append(pid)
+    return stopped

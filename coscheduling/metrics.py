@@ -1,0 +1,170 @@
+"""Prometheus metrics with kube-scheduler's names, labels and buckets.
+
+A small in-process registry with the text exposition format; it keeps the project free of a
+metrics dependency while staying compatible with standard scheduler dashboards.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+
+from coscheduling.framework.status import Code, Status
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)]
+
+
+def _labels(names: Sequence[str], values: Sequence[str]) -> str:
+    if not names:
+        return ""
+    pairs = ",".join(f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True))
+    return "{" + pairs + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class _Metric:
+    kind = ""
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
+        self.name = name
+        self.help = help_text
+        self.label_names = tuple(labels)
+        self._lock = threading.Lock()
+
+    def header(self) -> list[str]:
+        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+
+    def render(self) -> list[str]:
+        raise NotImplementedError
+
+
+class Counter(_Metric):
+    kind = "counter"
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
+        super().__init__(name, help_text, labels)
+        self._values: dict[tuple[str, ...], float] = {}
+
+    def inc(self, *labels: str, amount: float = 1.0) -> None:
+        with self._lock:
+            self._values[labels] = self._values.get(labels, 0.0) + amount
+
+    def value(self, *labels: str) -> float:
+        return self._values.get(labels, 0.0)
+
+    def render(self) -> list[str]:
+        with self._lock:
+            return [f"{self.name}{_labels(self.label_names, k)} {v:g}"
+                    for k, v in sorted(self._values.items())]
+
+
+class Gauge(Counter):
+    kind = "gauge"
+
+    def set(self, value: float, *labels: str) -> None:
+        with self._lock:
+            self._values[labels] = value
+
+
+class Histogram(_Metric):
+    kind = "histogram"
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str],
+                 buckets: Iterable[float]) -> None:
+        super().__init__(name, help_text, labels)
+        self.buckets = sorted(buckets)
+        self._series: dict[tuple[str, ...], tuple[list[int], list[float]]] = {}
+
+    def observe(self, value: float, *labels: str) -> None:
+        with self._lock:
+            series = self._series.get(labels)
+            if series is None:
+                series = self._series[labels] = ([0] * (len(self.buckets) + 1), [0.0, 0.0])
+            series[0][bisect.bisect_left(self.buckets, value)] += 1
+            series[1][0] += value
+            series[1][1] += 1
+
+    def count(self, *labels: str) -> int:
+        series = self._series.get(labels)
+        return int(series[1][1]) if series else 0
+
+    def render(self) -> list[str]:
+        lines = []
+        with self._lock:
+            for key, (counts, (total, n)) in sorted(self._series.items()):
+                cumulative = 0
+                for bound, count in zip([*self.buckets, float("inf")], counts, strict=True):
+                    cumulative += count
+                    le = "+Inf" if bound == float("inf") else f"{bound:g}"
+                    names = (*self.label_names, "le")
+                    lines.append(f"{self.name}_bucket{_labels(names, (*key, le))} {cumulative}")
+                lines.append(f"{self.name}_sum{_labels(self.label_names, key)} {total:g}")
+                lines.append(f"{self.name}_count{_labels(self.label_names, key)} {n:g}")
+        return lines
+
+
+_STATUS_LABEL: Mapping[Code, str] = {
+    Code.SUCCESS: "Success", Code.ERROR: "Error", Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable", Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+}
+
+
+class SchedulerMetrics:
+    def __init__(self, profile: str = "batch-scheduler") -> None:
+        self.profile = profile
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result.", ("result", "profile"))
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ("result", "profile"), exponential_buckets(0.001, 2, 15))
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods", "Number of pending pods, by the queue type.", ("queue",))
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ("extension_point", "status", "profile"), exponential_buckets(0.0001, 2, 12))
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Duration of waiting on permit.", ("result",), exponential_buckets(0.001, 2, 15))
+        self.pods_bound = Counter(
+            "coscheduling_pods_bound_total", "Pods bound by this scheduler.")
+        self.gang_released = Counter(
+            "coscheduling_gangs_released_total", "Gangs released at Permit as a whole.")
+        self.gang_rejected = Counter(
+            "coscheduling_gangs_rejected_total", "Gang attempts rejected, by reason.",
+            ("reason",))
+        self.all: list[_Metric] = [
+            self.schedule_attempts, self.attempt_duration, self.pending_pods,
+            self.extension_point_duration, self.permit_wait_duration, self.pods_bound,
+            self.gang_released, self.gang_rejected,
+        ]
+
+    def observe_extension_point(self, point: str, status: Status, seconds: float) -> None:
+        self.extension_point_duration.observe(
+            seconds, point, _STATUS_LABEL[status.code], self.profile)
+
+    def observe_attempt(self, result: str, seconds: float) -> None:
+        self.schedule_attempts.inc(result, self.profile)
+        self.attempt_duration.observe(seconds, result, self.profile)
+
+    def observe_permit_wait(self, result: str, seconds: float) -> None:
+        self.permit_wait_duration.observe(seconds, result)
+
+    def set_queue_counts(self, counts: Mapping[str, int]) -> None:
+        for queue_name, count in counts.items():
+            self.pending_pods.set(float(count), queue_name)
+
+    def exposition(self) -> str:
+        lines: list[str] = []
+        for metric in self.all:
+            lines += metric.header() + metric.render()
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Scheduling plugins, one package each, and the registry of the ones built in."""

@@ -1,0 +1,42 @@
+"""Arguments of the Coscheduling plugin."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from coscheduling.config.errors import as_float, reject_unknown
+
+
+@dataclass(frozen=True)
+class CoschedulingArgs:
+    # Permit wait for groups without spec.maxScheduleTime, counted from the gang's start.
+    default_max_schedule_seconds: float = 60.0
+    # How long a gang that did not fit is rejected at once before it is tried again
+    # (unless the cluster changes in a way that could help it first).
+    freeze_seconds: float = 20.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "defaultMaxScheduleSeconds": self.default_max_schedule_seconds,
+            "freezeSeconds": self.freeze_seconds,
+        }
+
+
+def validate_args(raw: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+    reject_unknown(raw, {"defaultMaxScheduleSeconds", "freezeSeconds"}, path)
+    defaults = CoschedulingArgs()
+    timeout = raw.get("defaultMaxScheduleSeconds", defaults.default_max_schedule_seconds)
+    freeze = raw.get("freezeSeconds", defaults.freeze_seconds)
+    return CoschedulingArgs(
+        as_float(timeout, f"{path}.defaultMaxScheduleSeconds", exclusive_minimum=0),
+        as_float(freeze, f"{path}.freezeSeconds", minimum=0),
+    ).to_dict()
+
+
+def parse_args(raw: Mapping[str, Any]) -> CoschedulingArgs:
+    checked = validate_args(raw, "args")
+    return CoschedulingArgs(
+        float(checked["defaultMaxScheduleSeconds"]), float(checked["freezeSeconds"])
+    )

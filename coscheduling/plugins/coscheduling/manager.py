@@ -1,0 +1,270 @@
+"""The PodGroup manager: gang state, the all-or-nothing admission check and the gang's fate.
+
+How a gang gets in, and why two gangs never deadlock:
+
+1. PreFilter of the first member finds room for every missing member node by node (each
+   member with its own filters) and *claims* that room in the cache in the same locked step.
+   Other gangs and plain pods see claimed room as used, so nobody can take it while the gang
+   is being placed; a gang that does not fit claims nothing and is frozen for a while.
+2. Members are placed one by one into their claimed room (or any other room that fits) and
+   Wait at Permit.
+3. When placed + waiting members reach minMember, Permit releases every waiting member in one
+   step. If any member fails first (a Filter miss, a timeout, a deleted group), every waiting
+   member is rejected at once and every claim is dropped.
+
+All methods run under ``cache.lock``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cachetools import TTLCache
+
+from coscheduling.api.times import format_duration
+from coscheduling.plugins.coscheduling.args import CoschedulingArgs
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.framework.interfaces import Handle
+
+FindNode = Callable[["Pod", int], "tuple[str | None, str, int]"]
+"""(pod, start index) -> (node name or None, failure summary, index to resume from)."""
+
+
+class _FreezeCache(TTLCache[str, tuple[float, str]]):
+    """The freeze cache. TTLCache drops expired entries whenever it is touched; this one
+    remembers which ones it dropped, so no frozen gang misses the moment it may retry."""
+
+    def __init__(self, maxsize: int, ttl: float, timer: Callable[[], float]) -> None:
+        super().__init__(maxsize=maxsize, ttl=ttl, timer=timer)
+        self._expired: list[str] = []
+
+    def expire(self, time: float | None = None) -> list[tuple[str, tuple[float, str]]]:
+        dropped = super().expire(time)
+        self._expired.extend(key for key, _ in dropped)
+        return dropped
+
+    def drain_expired(self) -> list[str]:
+        drained, self._expired = self._expired, []
+        return drained
+
+
+@dataclass
+class GangState:
+    """What the manager remembers of one group between cycles."""
+
+    key: str
+    deadline: float = 0.0
+    started: float = 0.0
+    last_failure: str = ""
+    last_failure_at: float = 0.0
+    released_at: float = 0.0
+    attempts: int = 0
+    timeouts: int = 0
+    rejections: int = 0
+    claimed: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class GangCounts:
+    members: int
+    placed: int
+    waiting: int
+    claimed: int
+    pending: list[Pod]
+
+
+class GangManager:
+    def __init__(self, handle: Handle, args: CoschedulingArgs, plugin_name: str) -> None:
+        self.handle = handle
+        self.args = args
+        self.plugin_name = plugin_name
+        self.gangs: dict[str, GangState] = {}
+        self._frozen = _FreezeCache(
+            maxsize=1_000_000, ttl=args.freeze_seconds if args.freeze_seconds > 0 else 1e-9,
+            timer=time.monotonic,
+        )
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def state(self, group_key: str) -> GangState:
+        gang = self.gangs.get(group_key)
+        if gang is None:
+            gang = self.gangs[group_key] = GangState(group_key)
+        return gang
+
+    def timeout_for(self, group: PodGroup) -> float:
+        if group.max_schedule_time is not None:
+            return group.max_schedule_time
+        return self.args.default_max_schedule_seconds
+
+    def counts(self, group_key: str, exclude: str = "") -> GangCounts:
+        """Members placed (bound or released for binding), waiting, claimed and still pending."""
+        cache = self.handle.cache
+        waiting = self.handle.waiting_pods
+        placed = held = claimed = members = 0
+        pending: list[Pod] = []
+        for member in cache.group_pods(group_key):
+            if member.deleting or member.key == exclude:
+                continue
+            members += 1
+            if member.node_name:
+                placed += 1
+            elif waiting.get(member.key) is not None:
+                held += 1
+            elif cache.is_assumed(member.key):
+                placed += 1
+            elif cache.claimed_node(member.key):
+                claimed += 1
+            else:
+                pending.append(member)
+        return GangCounts(members, placed, held, claimed, pending)
+
+    # -- freezing ------------------------------------------------------------------------
+    def freeze(self, group_key: str, reason: str) -> None:
+        if self.args.freeze_seconds > 0:
+            self._frozen[group_key] = (time.monotonic() + self.args.freeze_seconds, reason)
+
+    def frozen(self, group_key: str) -> tuple[float, str] | None:
+        """(seconds left, reason) while a group is frozen."""
+        entry = self._frozen.get(group_key)
+        if entry is None:
+            return None
+        return max(0.0, entry[0] - time.monotonic()), entry[1]
+
+    def frozen_keys(self) -> list[str]:
+        return [key for key in list(self._frozen.keys()) if self.frozen(key) is not None]
+
+    def unfreeze_all(self, exclude: str = "") -> list[str]:
+        """The cluster changed in a way that may help: every frozen gang may try again."""
+        keys = [key for key in list(self._frozen.keys()) if key != exclude]
+        for key in keys:
+            self._frozen.pop(key, None)
+        return keys
+
+    def expire_frozen(self) -> list[str]:
+        """Groups whose freeze ran out since the last call, so their pods can be retried."""
+        self._frozen.expire()
+        return self._frozen.drain_expired()
+
+    # -- admission -----------------------------------------------------------------------
+    def admit(self, pod: Pod, group: PodGroup, find_node: FindNode,
+              candidates: Iterable[Pod]) -> str:
+        """Claim room for every member the gang still misses, or explain why it cannot.
+
+        Returns "" on success (claims made), else the reason. ``candidates`` are the pending
+        members in queue order; ``pod`` is tried first.
+        """
+        counts = self.counts(group.key)
+        need = group.min_member - counts.placed - counts.waiting - counts.claimed
+        if need <= 0:
+            return ""
+        chosen = [pod] + [c for c in candidates if c.key != pod.key]
+        if len(chosen) < need:
+            return (
+                f"waiting for member pods: {counts.members} of minMember {group.min_member} "
+                f"exist ({counts.placed} placed)"
+            )
+        cache = self.handle.cache
+        gang = self.state(group.key)
+        made: list[str] = []
+        resume: dict[object, int] = {}
+        for member in chosen[:need]:
+            signature = _signature(member)
+            node_name, why, next_index = find_node(member, resume.get(signature, 0))
+            if node_name is None:
+                for key in made:
+                    cache.release_claim(key)
+                placed = counts.placed + counts.waiting + counts.claimed + len(made)
+                return (
+                    f"{need - len(made)}/{group.min_member} members of the gang cannot be "
+                    f"placed ({placed} placed or reserved): {why}"
+                )
+            resume[signature] = next_index
+            cache.claim(member, node_name)
+            made.append(member.key)
+        gang.claimed.update(made)
+        now = self.handle.now()
+        if not gang.deadline:
+            gang.started = now
+            gang.deadline = now + self.timeout_for(group)
+        gang.attempts += 1
+        return ""
+
+    def release(self, group_key: str) -> None:
+        """Drop every claim the gang holds (it was placed, or it failed)."""
+        gang = self.gangs.get(group_key)
+        if gang is None:
+            return
+        for key in gang.claimed:
+            self.handle.cache.release_claim(key)
+        gang.claimed.clear()
+        gang.deadline = 0.0
+
+    def reject(self, group_key: str, reason: str, *, freeze: bool = True,
+               timed_out: bool = False) -> list[str]:
+        """Fail the gang's current attempt as a whole: every waiting member, every claim."""
+        gang = self.state(group_key)
+        gang.last_failure = reason
+        gang.last_failure_at = self.handle.now()
+        gang.rejections += 1
+        if timed_out:
+            gang.timeouts += 1
+        self.release(group_key)
+        rejected = []
+        for member in self.handle.cache.group_pods(group_key):
+            if self.handle.waiting_pods.reject(member.key, self.plugin_name, reason):
+                rejected.append(member.key)
+        if freeze:
+            self.freeze(group_key, reason)
+        return rejected
+
+    def release_gang(self, group_key: str) -> list[str]:
+        """minMember is reached: let every waiting member go, together."""
+        gang = self.state(group_key)
+        self.release(group_key)
+        gang.released_at = self.handle.now()
+        gang.last_failure = ""
+        allowed = []
+        for member in self.handle.cache.group_pods(group_key):
+            if self.handle.waiting_pods.allow(member.key, self.plugin_name):
+                allowed.append(member.key)
+        return allowed
+
+    def expire(self, now: float) -> list[tuple[str, str]]:
+        """Gangs whose deadline passed with claims but no waiting member (waiting members
+        have their own timer); returns (group, reason) for each one rejected here."""
+        expired = []
+        for key, gang in list(self.gangs.items()):
+            if gang.deadline and gang.deadline <= now:
+                counts = self.counts(key)
+                if counts.waiting == 0:
+                    waited = format_duration(round(now - gang.started))
+                    reason = f"gang timed out after {waited} with {counts.placed} placed"
+                    self.reject(key, reason, timed_out=True)
+                    expired.append((key, reason))
+            elif not gang.deadline and not gang.claimed and not self.handle.cache.group_pods(key):
+                del self.gangs[key]
+        return expired
+
+    def forget_group(self, group_key: str) -> None:
+        self.release(group_key)
+        self.gangs.pop(group_key, None)
+        self._frozen.pop(group_key, None)
+
+
+def _signature(pod: Pod) -> object:
+    """Members with the same signature fit the same nodes, so a trial placement can resume
+    where the previous one stopped instead of rescanning every node."""
+    return (
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.affinity_terms,
+        pod.tolerations,
+        pod.host_ports,
+        pod.spec_node_name,
+    )

@@ -1,0 +1,188 @@
+"""Coscheduling: the gang plugin shell. Decisions live in :mod:`.manager`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from coscheduling.api.times import format_duration
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.interfaces import (
+    ClusterEventsPlugin,
+    Handle,
+    PermitPlugin,
+    PostFilterPlugin,
+    PreFilterPlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+)
+from coscheduling.framework.status import SUCCESS, Code, Status
+from coscheduling.plugins.coscheduling.args import parse_args
+from coscheduling.plugins.coscheduling.manager import GangManager
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+
+# CycleState keys the scheduler sets so Unreserve knows why a member failed
+# (a Rejection), and whether the pod had already been released (then its gang is intact).
+REJECTION = "Coscheduling/rejection"
+PERMITTED = "Coscheduling/permitted"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    freeze: bool = True
+    timed_out: bool = False
+
+
+class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePlugin,
+                   PermitPlugin, ClusterEventsPlugin):
+    name = "Coscheduling"
+
+    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+        self.handle = handle
+        self.manager = GangManager(handle, parse_args(args), self.name)
+
+    # -- QueueSort -----------------------------------------------------------------------
+    def sort_key(self, pod: Pod) -> tuple[Any, ...]:
+        """Priority, then the gang's age, then the gang, then the pod: members of one gang
+        leave the queue back to back; a pod without a group is a gang of one."""
+        group_key = pod.group_key
+        group = self.handle.podgroup(group_key) if group_key else None
+        since = group.created if group is not None else pod.created
+        return (-pod.priority, since, group_key or pod.key, pod.created, pod.key)
+
+    # -- PreFilter -----------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        group_key = pod.group_key
+        if not group_key:
+            return SUCCESS
+        group = self.handle.podgroup(group_key)
+        if group is None:
+            return Status.unschedulable(
+                f'PodGroup "{group_key}" not found (label {pod.group!r}); '
+                "the pod is retried when the PodGroup is created"
+            )
+        if not group.valid:
+            return Status.unresolvable(f'PodGroup "{group_key}" is invalid: '
+                                       + "; ".join(group.errors))
+        manager = self.manager
+        counts = manager.counts(group_key)
+        if counts.placed + counts.waiting + counts.claimed >= group.min_member:
+            return SUCCESS  # the gang is complete or fully reserved: this member may go
+        if self.handle.cache.claimed_node(pod.key):
+            return SUCCESS
+        frozen = manager.frozen(group_key)
+        if frozen is not None:
+            left, reason = frozen
+            return Status.unschedulable(
+                f'PodGroup "{group_key}" is frozen for {format_duration(round(left))} after '
+                f"a failed attempt: {reason}"
+            )
+        candidates = sorted(
+            (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
+            key=self.sort_key,
+        )
+        why = manager.admit(pod, group, self._find_node, candidates)
+        if why:
+            if not why.startswith("waiting for member pods"):
+                manager.freeze(group_key, why)
+                gang = manager.state(group_key)
+                gang.last_failure, gang.last_failure_at = why, self.handle.now()
+            return Status.unschedulable(f'PodGroup "{group_key}": {why}')
+        self.handle.activate(p.key for p in candidates)
+        return SUCCESS
+
+    def _eligible(self, pod: Pod) -> bool:
+        return not pod.gated and not pod.deleting and not pod.parse_error
+
+    def _find_node(self, pod: Pod, start: int) -> tuple[str | None, str, int]:
+        return self.handle.find_feasible_node(pod, start, skip_plugin=self.name)
+
+    # -- PostFilter ----------------------------------------------------------------------
+    def post_filter(self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]) -> Status:
+        """A member found no node: the gang's attempt fails as a whole, now."""
+        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
+        if group is None:
+            return Status(Code.UNSCHEDULABLE)
+        counts = self.manager.counts(group.key, exclude=pod.key)
+        if counts.placed >= group.min_member:
+            return Status(Code.UNSCHEDULABLE)  # a surplus member: the gang is fine
+        self.manager.reject(
+            group.key, f"member {pod.name} could not be placed", freeze=True
+        )
+        return Status.unschedulable(f'rejected the waiting members of PodGroup "{group.key}"')
+
+    # -- Reserve -------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        return SUCCESS  # the scheduler's assume holds the room; claims are already in place
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """A member failed before its gang was released: the whole attempt is undone."""
+        group_key = pod.group_key
+        if not group_key or state.read(PERMITTED):
+            return  # released members that fail to bind are retried on their own
+        group = self.handle.podgroup(group_key)
+        if group is not None:
+            counts = self.manager.counts(group_key, exclude=pod.key)
+            if counts.placed >= group.min_member:
+                return
+        rejection = state.read(REJECTION) or Rejection(f"member {pod.name} was rejected")
+        self.manager.reject(group_key, rejection.reason, freeze=rejection.freeze,
+                            timed_out=rejection.timed_out)
+
+    # -- Permit --------------------------------------------------------------------------
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
+        group_key = pod.group_key
+        if not group_key:
+            return SUCCESS, 0.0
+        group = self.handle.podgroup(group_key)
+        if group is None:
+            return Status.unschedulable(f'PodGroup "{group_key}" was deleted'), 0.0
+        counts = self.manager.counts(group_key, exclude=pod.key)
+        if counts.placed + counts.waiting + 1 >= group.min_member:
+            self.manager.release_gang(group_key)
+            return SUCCESS, 0.0
+        gang = self.manager.state(group_key)
+        now = self.handle.now()
+        if not gang.deadline:
+            gang.started = now
+            gang.deadline = now + self.manager.timeout_for(group)
+        missing = group.min_member - counts.placed - counts.waiting - 1
+        return (
+            Status(Code.WAIT, (f"waiting for {missing} more members of PodGroup {group_key}",)),
+            max(0.0, gang.deadline - now),
+        )
+
+    # -- cluster events ------------------------------------------------------------------
+    def capacity_freed(self, exclude: str = "") -> list[str]:
+        return self.manager.unfreeze_all(exclude)
+
+    def group_changed(self, group: PodGroup) -> list[str]:
+        """minMember may have dropped to what is already placed and waiting: release."""
+        counts = self.manager.counts(group.key)
+        if counts.waiting and counts.placed + counts.waiting >= group.min_member:
+            self.manager.release_gang(group.key)
+        return [group.key]
+
+    def group_deleted(self, group_key: str) -> list[str]:
+        self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
+        self.manager.forget_group(group_key)
+        return [group_key]
+
+    def node_deleted(self, node_name: str, stranded: list[Pod]) -> list[str]:
+        """Claims or waiting members on a vanished node void their gang's attempt."""
+        groups = {p.group_key for p in stranded if p.group_key}
+        for waiting in self.handle.waiting_pods:
+            if waiting.node_name == node_name and waiting.pod.group_key:
+                groups.add(waiting.pod.group_key)
+        for group_key in groups:
+            self.manager.reject(group_key, f"node {node_name} was deleted", freeze=False)
+        return sorted(groups)
+
+    def housekeeping(self, now: float) -> list[str]:
+        expired = [key for key, _ in self.manager.expire(now)]
+        return expired + self.manager.expire_frozen()

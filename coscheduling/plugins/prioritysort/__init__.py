@@ -1,0 +1,5 @@
+"""PrioritySort: the queue order of kube-scheduler."""
+
+from coscheduling.plugins.prioritysort.plugin import NAME, PrioritySort
+
+__all__ = ["NAME", "PrioritySort"]

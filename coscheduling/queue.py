@@ -1,0 +1,239 @@
+"""The scheduling queue: active heap, backoff, and pods parked until something changes.
+
+* ``active``: a heap ordered by the profile's QueueSort key; the scheduling loop pops it.
+* ``backoff``: pods that failed recently wait ``initial * 2**(attempts-1)`` (capped) before
+  they may be tried again.
+* ``unschedulable``: pods that cannot fit now. They move back only on an event that could
+  help them (a node added or freed, a PodGroup created, a sibling arriving) or after
+  ``max_unschedulable_seconds`` as a safety net, never by a blind poll.
+
+A pod that fails while an event fired during its own attempt goes to backoff rather than
+``unschedulable``: otherwise the event that could have helped it would be lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coscheduling.api.pods import Pod
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+IN_FLIGHT = "inFlight"
+
+
+@dataclass(eq=False)
+class QueuedPod:
+    pod: Pod
+    sort_key: tuple[Any, ...]
+    added: float
+    attempts: int = 0
+    where: str = ACTIVE
+    backoff_until: float = 0.0
+    unschedulable_since: float = 0.0
+    popped_at_move: int = 0
+    last_reason: str = ""
+    seq: int = field(default=0)
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        sort_key: Callable[[Pod], tuple[Any, ...]],
+        *,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_unschedulable_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sort_key = sort_key
+        self._initial_backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._max_unschedulable = max_unschedulable_seconds
+        self._clock = clock
+        self._lock = threading.Condition(threading.Lock())
+        self._pods: dict[str, QueuedPod] = {}
+        self._active: list[tuple[tuple[Any, ...], int, str]] = []
+        self._backoff: list[tuple[float, int, str]] = []
+        self._seq = 0
+        self._moves = 0
+        self._closed = False
+
+    # -- adding --------------------------------------------------------------------------
+    def add(self, pod: Pod) -> None:
+        """A new pending pod, or a fresh record of one already queued."""
+        with self._lock:
+            queued = self._pods.get(pod.key)
+            if queued is not None:
+                queued.pod = pod
+                return
+            queued = QueuedPod(pod, self._sort_key(pod), self._clock())
+            self._pods[pod.key] = queued
+            self._push_active(queued)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._pods.pop(key, None)  # heap entries are dropped lazily
+
+    def _push_active(self, queued: QueuedPod) -> None:
+        self._seq += 1
+        queued.seq = self._seq
+        queued.where = ACTIVE
+        heapq.heappush(self._active, (queued.sort_key, self._seq, queued.key))
+        self._lock.notify()
+
+    def _push_backoff(self, queued: QueuedPod) -> None:
+        self._seq += 1
+        queued.seq = self._seq
+        queued.where = BACKOFF
+        heapq.heappush(self._backoff, (queued.backoff_until, self._seq, queued.key))
+        self._lock.notify()
+
+    # -- the scheduling loop's side ------------------------------------------------------
+    def pop(self, timeout: float | None = None) -> QueuedPod | None:
+        """The next pod to schedule; blocks until one is ready or ``timeout`` passes."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._lock:
+            while not self._closed:
+                self._flush_backoff()
+                while self._active:
+                    _, seq, key = heapq.heappop(self._active)
+                    queued = self._pods.get(key)
+                    if queued is None or queued.seq != seq or queued.where != ACTIVE:
+                        continue
+                    queued.where = IN_FLIGHT
+                    queued.attempts += 1
+                    queued.popped_at_move = self._moves
+                    return queued
+                wait = self._next_wake()
+                if deadline is not None:
+                    remaining = deadline - self._clock()
+                    if remaining <= 0:
+                        return None
+                    wait = remaining if wait is None else min(wait, remaining)
+                self._lock.wait(wait)
+            return None
+
+    def _next_wake(self) -> float | None:
+        if not self._backoff:
+            return None
+        head: float = self._backoff[0][0]
+        return float(max(0.0, head - self._clock()))
+
+    def _flush_backoff(self) -> None:
+        now = self._clock()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, seq, key = heapq.heappop(self._backoff)
+            queued = self._pods.get(key)
+            if queued is not None and queued.seq == seq and queued.where == BACKOFF:
+                self._push_active(queued)
+
+    def _backoff_for(self, attempts: int) -> float:
+        delay: float = self._initial_backoff * 2 ** max(0, attempts - 1)
+        return min(self._max_backoff, delay)
+
+    def done(self, key: str) -> None:
+        """The pod left the queue for good (placed, or handed to the binding cycle)."""
+        with self._lock:
+            queued = self._pods.get(key)
+            if queued is not None and queued.where == IN_FLIGHT:
+                del self._pods[key]
+
+    def requeue(self, pod: Pod, reason: str, *, unschedulable: bool, attempts: int = 0) -> None:
+        """A pod that failed an attempt (or was rejected at Permit) goes back to wait.
+
+        ``unschedulable`` pods are parked until an event; the others back off. A pod no
+        longer tracked (it left the queue for binding) is tracked again with its attempts.
+        """
+        with self._lock:
+            queued = self._pods.get(pod.key)
+            if queued is None:
+                queued = QueuedPod(pod, self._sort_key(pod), self._clock(), attempts=attempts)
+                queued.popped_at_move = self._moves
+                self._pods[pod.key] = queued
+            queued.pod = pod
+            queued.last_reason = reason
+            now = self._clock()
+            queued.backoff_until = now + self._backoff_for(max(1, queued.attempts))
+            if unschedulable and queued.popped_at_move == self._moves:
+                queued.where = UNSCHEDULABLE
+                queued.unschedulable_since = now
+                queued.seq = 0
+            else:
+                self._push_backoff(queued)
+
+    # -- events --------------------------------------------------------------------------
+    def move(self, predicate: Callable[[QueuedPod], bool] | None = None) -> int:
+        """Move unschedulable pods that ``predicate`` picks (all when None) back to retry.
+
+        Pods still inside their backoff go to the backoff heap, the others to active.
+        """
+        with self._lock:
+            self._moves += 1
+            return self._move_locked(predicate)
+
+    def _move_locked(self, predicate: Callable[[QueuedPod], bool] | None) -> int:
+        now = self._clock()
+        moved = 0
+        for queued in list(self._pods.values()):
+            if queued.where != UNSCHEDULABLE:
+                continue
+            if predicate is not None and not predicate(queued):
+                continue
+            moved += 1
+            if queued.backoff_until > now:
+                self._push_backoff(queued)
+            else:
+                self._push_active(queued)
+        return moved
+
+    def move_keys(self, keys: Iterable[str], *, skip_backoff: bool = False) -> int:
+        """Move the named pods (e.g. a gang's members) back to active."""
+        wanted = set(keys)
+        with self._lock:
+            self._moves += 1
+            moved = 0
+            for key in wanted:
+                queued = self._pods.get(key)
+                if queued is None or queued.where not in (UNSCHEDULABLE, BACKOFF):
+                    continue
+                moved += 1
+                if skip_backoff or queued.backoff_until <= self._clock():
+                    self._push_active(queued)
+                else:
+                    self._push_backoff(queued)
+            return moved
+
+    def flush_stale(self) -> int:
+        """Safety net: retry pods parked longer than ``max_unschedulable_seconds``."""
+        limit = self._clock() - self._max_unschedulable
+        return self.move(lambda q: q.unschedulable_since <= limit)
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, key: str) -> QueuedPod | None:
+        return self._pods.get(key)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0}
+            for queued in self._pods.values():
+                out[queued.where] += 1
+            return out
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()

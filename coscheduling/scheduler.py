@@ -1,0 +1,381 @@
+"""The scheduling loop: one pod at a time through the framework, binding in a worker pool.
+
+Scheduling cycle (one thread, under the cache lock): PreFilter -> Filter on a sample of
+nodes -> PostFilter when none fits -> Score -> pick -> assume -> Reserve -> Permit.
+Binding cycle (worker pool, no lock while talking to the API server): Bind -> PostBind.
+A pod that must Wait at Permit occupies no worker: its decision (allow or reject) arrives
+as a callback and only then is its binding, or its undoing, queued.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from coscheduling.cache import Cache, NodeInfo
+from coscheduling.cluster.client import ApiError
+from coscheduling.config.types import SchedulerConfig
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.interfaces import ClusterEventsPlugin, Plugin
+from coscheduling.framework.registry import Registry
+from coscheduling.framework.runtime import EnabledPlugins, Framework
+from coscheduling.framework.status import Code, Status
+from coscheduling.framework.waiting import WaitingPod, WaitingPods
+from coscheduling.metrics import SchedulerMetrics
+from coscheduling.plugins.coscheduling.plugin import PERMITTED, REJECTION, Rejection
+from coscheduling.queue import SchedulingQueue
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.cluster.client import KubeClient
+    from coscheduling.cluster.reporter import Reporter
+
+log = logging.getLogger(__name__)
+
+MIN_FEASIBLE_NODES = 100
+
+
+def nodes_to_find(total: int, percentage: int) -> int:
+    """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
+    if total < MIN_FEASIBLE_NODES or percentage >= 100:
+        return total
+    if percentage <= 0:
+        percentage = max(5, 50 - total // 125)
+    return max(MIN_FEASIBLE_NODES, total * percentage // 100)
+
+
+def describe_failures(total: int, failures: dict[str, Status]) -> str:
+    """kube-scheduler's summary: '0/4 nodes are available: 3 Insufficient cpu, 1 ...'."""
+    counts: Counter[str] = Counter()
+    for status in failures.values():
+        for reason in status.reasons or ("unknown reason",):
+            counts[reason] += 1
+    parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))]
+    if total == 0:
+        return "0/0 nodes are available: no nodes in the cluster."
+    return f"0/{total} nodes are available: {', '.join(parts)}."
+
+
+@dataclass
+class CycleResult:
+    """What one scheduling attempt decided, for tests and the gRPC surface."""
+
+    pod_key: str
+    status: Status
+    node_name: str = ""
+
+
+class Scheduler:
+    """Owns the cache, queue, framework and binding pool; is the plugins' Handle."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        registry: Registry,
+        client: KubeClient | None,
+        reporter: Reporter | None = None,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.reporter = reporter
+        self.metrics = metrics or SchedulerMetrics()
+        self._cache = Cache()
+        self._podgroups: dict[str, PodGroup] = {}
+        self._waiting = WaitingPods(self._on_decision)
+        self._pool = ThreadPoolExecutor(config.binding_parallelism, thread_name_prefix="bind")
+        plugins = config.plugins
+        instances: dict[str, Plugin] = {
+            name: registry.build(name, config.plugin_args.get(name, {}), self)
+            for name in sorted(plugins.all_names())
+        }
+        self.framework = Framework(
+            instances,
+            EnabledPlugins(
+                queue_sort=plugins.queue_sort, pre_filter=plugins.pre_filter,
+                filter=plugins.filter, post_filter=plugins.post_filter, score=plugins.score,
+                reserve=plugins.reserve, permit=plugins.permit, bind=plugins.bind,
+                post_bind=plugins.post_bind,
+            ),
+            self._waiting,
+            observe=self.metrics.observe_extension_point,
+        )
+        self.event_plugins = [p for p in instances.values() if isinstance(p, ClusterEventsPlugin)]
+        self.queue = SchedulingQueue(
+            self.framework.queue_sort.sort_key,
+            initial_backoff=config.pod_initial_backoff_seconds,
+            max_backoff=config.pod_max_backoff_seconds,
+            max_unschedulable_seconds=config.pod_max_unschedulable_seconds,
+        )
+        self._next_start = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.active = threading.Event()  # cleared: watch and answer, but do not schedule
+        self.active.set()
+
+    # -- Handle ------------------------------------------------------------------------
+    @property
+    def cache(self) -> Cache:
+        return self._cache
+
+    @property
+    def waiting_pods(self) -> WaitingPods:
+        return self._waiting
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        return self._podgroups.get(key)
+
+    def podgroups(self) -> dict[str, PodGroup]:
+        return self._podgroups
+
+    def activate(self, pod_keys: Iterable[str]) -> None:
+        self.queue.move_keys(pod_keys, skip_backoff=True)
+
+    def now(self) -> float:
+        return time.time()
+
+    def bind(self, pod: Pod, node_name: str) -> Status:
+        if self.client is None:
+            return Status.error("no API client: this scheduler cannot bind")
+        try:
+            self.client.bind(pod.namespace, pod.name, pod.uid, node_name)
+        except ApiError as err:
+            return Status.error(f"binding {pod.key} to {node_name} failed: {err}")
+        return Status()
+
+    def find_feasible_node(self, pod: Pod, start: int,
+                           skip_plugin: str) -> tuple[str | None, str, int]:
+        state = CycleState()
+        for plugin in self.framework.pre_filter_plugins:
+            if plugin.name == skip_plugin:
+                continue
+            status = plugin.pre_filter(state, pod)
+            if status.code == Code.SKIP:
+                state.skip_filter.add(plugin.name)
+            elif not status.ok:
+                return None, f"{pod.name}: {status.message}", start
+        names = self._cache.node_names()
+        total = len(names)
+        failures: dict[str, Status] = {}
+        for offset in range(total):
+            index = (start + offset) % total
+            info = self._cache.node(names[index])
+            if info is None:
+                continue
+            status = self.framework.run_filter(state, pod, info)
+            if status.ok:
+                return info.name, "", index
+            failures[info.name] = status
+        return None, describe_failures(total, failures), start
+
+    # -- hooks for cluster events -------------------------------------------------------
+    def move_groups(self, group_keys: Iterable[str]) -> None:
+        keys = set(group_keys)
+        if keys:
+            self.queue.move(lambda q: q.pod.group_key in keys)
+
+    def capacity_freed(self) -> None:
+        with self._cache.lock:
+            self.capacity_freed_locked()
+
+    # -- the scheduling cycle -------------------------------------------------------------
+    def schedule_one(self, timeout: float | None = None) -> CycleResult | None:
+        queued = self.queue.pop(timeout)
+        if queued is None:
+            return None
+        pod = queued.pod
+        started = time.perf_counter()
+        with self._cache.lock:
+            current = self._cache.pod(pod.key)
+            if current is None or current.uid != pod.uid or current.node_name or current.deleting:
+                self.queue.done(pod.key)
+                return CycleResult(pod.key, Status(Code.SKIP, ("pod is gone or bound",)))
+            pod = current
+            result = self._cycle(pod)
+        outcome = {
+            Code.SUCCESS: "scheduled", Code.WAIT: "scheduled", Code.ERROR: "error",
+        }.get(result.status.code, "unschedulable")
+        self.metrics.observe_attempt(outcome, time.perf_counter() - started)
+        return result
+
+    def _cycle(self, pod: Pod) -> CycleResult:
+        fw = self.framework
+        state = CycleState()
+        status = fw.run_pre_filter(state, pod)
+        if not status.ok:
+            self._fail(pod, status, status.message)
+            return CycleResult(pod.key, status)
+        feasible, failures, total = self._filter_nodes(state, pod)
+        if not feasible:
+            message = describe_failures(total, failures)
+            post = fw.run_post_filter(state, pod, failures)
+            if post.reasons:
+                message = f"{message} {post.message}."
+            status = Status(Code.UNSCHEDULABLE, (message,), "Filter")
+            self._fail(pod, status, message)
+            return CycleResult(pod.key, status)
+        node_name = self._pick(state, pod, feasible)
+        self._cache.assume(pod, node_name)
+        self.queue.done(pod.key)
+        status = fw.run_reserve(state, pod, node_name)
+        if not status.ok:
+            self._undo(state, pod, node_name, status, reserved=False)
+            return CycleResult(pod.key, status, node_name)
+        status = fw.run_permit(state, pod, node_name)
+        if status.code == Code.WAIT:
+            waiting = self._waiting.get(pod.key)
+            if waiting is not None:
+                waiting.cycle = state
+                if self.reporter is not None:
+                    self.reporter.waiting(pod, node_name, status.message)
+            return CycleResult(pod.key, status, node_name)
+        if not status.ok:
+            state.write(REJECTION, Rejection(status.message))
+            self._undo(state, pod, node_name, status, reserved=True)
+            return CycleResult(pod.key, status, node_name)
+        state.write(PERMITTED, True)
+        self._pool.submit(self._bind_cycle, state, pod, node_name)
+        return CycleResult(pod.key, status, node_name)
+
+    def _filter_nodes(self, state: CycleState, pod: Pod
+                      ) -> tuple[list[NodeInfo], dict[str, Status], int]:
+        names = self._cache.node_names()
+        total = len(names)
+        wanted = nodes_to_find(total, self.config.percentage_of_nodes_to_score)
+        feasible: list[NodeInfo] = []
+        failures: dict[str, Status] = {}
+        start = self._next_start % total if total else 0
+        run_filter = self.framework.run_filter
+        examined = 0
+        for offset in range(total):
+            info = self._cache.node(names[(start + offset) % total])
+            examined += 1
+            if info is None:
+                continue
+            status = run_filter(state, pod, info)
+            if status.ok:
+                feasible.append(info)
+                if len(feasible) >= wanted:
+                    break
+            else:
+                failures[info.name] = status
+        self._next_start = start + examined
+        return feasible, failures, total
+
+    def _pick(self, state: CycleState, pod: Pod, feasible: list[NodeInfo]) -> str:
+        if len(feasible) == 1 or not self.framework.score_plugins:
+            return feasible[0].name
+        scores = self.framework.run_score(state, pod, feasible)
+        best = max(scores.values())
+        ties = [name for name, score in scores.items() if score == best]
+        return ties[0] if len(ties) == 1 else random.choice(ties)
+
+    def _fail(self, pod: Pod, status: Status, message: str) -> None:
+        unschedulable = status.rejected
+        self.queue.requeue(pod, message, unschedulable=unschedulable)
+        if self.reporter is not None:
+            self.reporter.unschedulable(pod, message)
+
+    def _undo(self, state: CycleState, pod: Pod, node_name: str, status: Status,
+              *, reserved: bool, requeue: bool = True) -> None:
+        """Unreserve and forget a pod that got as far as assume; then retry it later."""
+        if reserved:
+            self.framework.run_unreserve(state, pod, node_name)
+        self._cache.forget(pod.key)
+        self.capacity_freed_locked(exclude=pod.group_key)
+        if requeue and self._cache.pod(pod.key) is not None:
+            self.queue.requeue(pod, status.message, unschedulable=status.rejected)
+            if self.reporter is not None:
+                self.reporter.unschedulable(pod, status.message)
+
+    def capacity_freed_locked(self, exclude: str = "") -> None:
+        """Room appeared: frozen gangs and parked pods may fit now (not ``exclude``'s)."""
+        for plugin in self.event_plugins:
+            plugin.capacity_freed(exclude)
+        if exclude:
+            self.queue.move(lambda q: q.pod.group_key != exclude)
+        else:
+            self.queue.move()
+
+    # -- the binding cycle ----------------------------------------------------------------
+    def _on_decision(self, waiting: WaitingPod) -> None:
+        """Called by WaitingPods (under its lock): hand the decision to a worker."""
+        self._pool.submit(self._after_wait, waiting)
+
+    def _after_wait(self, waiting: WaitingPod) -> None:
+        decision = waiting.decision or Status.error("no decision")
+        pod, node_name = waiting.pod, waiting.node_name
+        self.metrics.observe_permit_wait(
+            "allowed" if decision.ok else "rejected", waiting.decided_at - waiting.since)
+        with self._cache.lock:
+            state = waiting.cycle if isinstance(waiting.cycle, CycleState) else CycleState()
+            if not decision.ok:
+                if state.read(REJECTION) is None:
+                    timed_out = decision.plugin == "Permit"
+                    state.write(REJECTION, Rejection(decision.message, freeze=True,
+                                                     timed_out=timed_out))
+                self._undo(state, pod, node_name, decision, reserved=True)
+                return
+            state.write(PERMITTED, True)
+        self._bind_cycle(state, pod, node_name)
+
+    def _bind_cycle(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        status = self.framework.run_bind(state, pod, node_name)
+        if not status.ok:
+            log.warning("bind of %s to %s failed: %s", pod.key, node_name, status.message)
+            with self._cache.lock:
+                self._undo(state, pod, node_name, Status.error(status.message), reserved=True)
+            return
+        self.metrics.pods_bound.inc()
+        self.framework.run_post_bind(state, pod, node_name)
+        if self.reporter is not None:
+            self.reporter.scheduled(pod, node_name)
+
+    # -- running -------------------------------------------------------------------------
+    def start_loops(self) -> None:
+        for target, name in ((self._run_loop, "schedule"), (self._run_housekeeping, "house")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _run_loop(self) -> None:
+        while not self._stop.is_set():
+            if not self.active.wait(0.5):
+                continue
+            try:
+                self.schedule_one(timeout=0.5)
+            except Exception:
+                log.exception("scheduling cycle failed")
+
+    def _run_housekeeping(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.housekeeping()
+            except Exception:
+                log.exception("housekeeping failed")
+
+    def housekeeping(self) -> None:
+        now = self.now()
+        with self._cache.lock:
+            keys: list[str] = []
+            for plugin in self.event_plugins:
+                keys += plugin.housekeeping(now)
+        self.move_groups(keys)
+        self.queue.flush_stale()
+        self.metrics.set_queue_counts(self.queue.counts())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.queue.close()
+        self._waiting.stop()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._pool.shutdown(wait=True, cancel_futures=False)

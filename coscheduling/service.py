@@ -1,0 +1,81 @@
+"""Wiring: client, watches, scheduler and reporter, started and stopped together."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from coscheduling import GROUP_API, GROUP_VERSION
+from coscheduling.api.nodes import Node, parse_node
+from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
+from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.cluster.client import ClientSettings, KubeClient
+from coscheduling.cluster.informer import Informer, wait_synced
+from coscheduling.cluster.reporter import Reporter
+from coscheduling.config.types import SchedulerConfig
+from coscheduling.eventhandlers import NodeEvents, PodEvents, PodGroupEvents
+from coscheduling.plugins.registry import default_registry
+from coscheduling.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+PODGROUPS_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{PLURAL}"
+
+
+class SchedulerService:
+    """A running scheduler attached to one API server."""
+
+    def __init__(self, config: SchedulerConfig, *, kubeconfig: str = "",
+                 token: str = "") -> None:
+        self.config = config
+        conn = config.client_connection
+        settings = ClientSettings(
+            kubeconfig=kubeconfig or conn.kubeconfig, qps=conn.qps, burst=conn.burst,
+            connection_pool=max(8, config.binding_parallelism * 2), token=token,
+        )
+        self.client = KubeClient(settings)
+        # Events and conditions get their own client, and so their own rate limit.
+        self.report_client = KubeClient(
+            ClientSettings(settings.kubeconfig, qps=50, burst=100, token=token),
+            self.client.configuration,
+        )
+        self.reporter = Reporter(self.report_client, config.scheduler_name)
+        self.scheduler = Scheduler(config, default_registry(), self.client, self.reporter)
+        s = self.scheduler
+        self.informers: list[Informer[Any]] = [
+            Informer[Node](self.client, "/api/v1/nodes", parse_node, lambda n: n.name,
+                           NodeEvents(s), name="nodes"),
+            Informer[PodGroup](self.client, PODGROUPS_PATH, parse_podgroup, lambda g: g.key,
+                               PodGroupEvents(s), name="podgroups"),
+            Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key, PodEvents(s),
+                          field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                          name="pods"),
+        ]
+        self.stopped = threading.Event()
+
+    def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:
+        """Start the watches, wait until they have listed, then start scheduling."""
+        for informer in self.informers:
+            informer.start()
+        if not wait_synced(self.informers, sync_timeout):
+            missing = [i.name for i in self.informers if not i.synced.is_set()]
+            log.error("caches did not sync within %ss: %s", sync_timeout, ", ".join(missing))
+            return False
+        log.info("caches synced: %d nodes, %d podgroups", self.scheduler.cache.node_count(),
+                 len(self.scheduler.podgroups()))
+        if schedule:
+            self.scheduler.start_loops()
+        return True
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop()
+        self.scheduler.stop()
+        self.reporter.stop()
+        self.client.close()
+        self.stopped.set()

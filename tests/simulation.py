@@ -1,0 +1,192 @@
+"""An in-memory cluster around the real scheduler, for unit tests of gang behaviour.
+
+Everything is the production code (framework, plugins, queue, cache, event handlers)
+except the Bind plugin, which records the binding and feeds it back as a watch event
+would. Each bind also checks the invariants at the moment it happens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from coscheduling.api.nodes import Node, parse_node
+from coscheduling.api.podgroups import PodGroup, parse_podgroup
+from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.config import parse_config
+from coscheduling.eventhandlers import NodeEvents, PodEvents, PodGroupEvents
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.interfaces import BindPlugin, Handle
+from coscheduling.framework.status import Status
+from coscheduling.plugins.registry import default_registry
+from coscheduling.scheduler import Scheduler
+
+GROUP_LABEL = "group.batch.scheduler.tencent.com"
+
+
+class Violation(AssertionError):
+    pass
+
+
+class SimCluster:
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        registry = default_registry()
+        sim = self
+
+        class RecordingBinder(BindPlugin):
+            name = "RecordingBinder"
+
+            def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+                pass
+
+            def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+                return sim._bind(pod, node_name)
+
+        registry.register("RecordingBinder", RecordingBinder)
+        doc: dict[str, Any] = {
+            "apiVersion": "config.batch.scheduler.tencent.com/v1",
+            "kind": "SchedulerConfiguration",
+            "podInitialBackoffSeconds": 0.01,
+            "podMaxBackoffSeconds": 0.05,
+            "plugins": {"bind": {"disabled": [{"name": "*"}],
+                                 "enabled": [{"name": "RecordingBinder"}]}},
+        }
+        for key, value in (config or {}).items():
+            doc[key] = value
+        self.scheduler = Scheduler(parse_config(doc, registry), registry, client=None)
+        self.pods = PodEvents(self.scheduler)
+        self.nodes = NodeEvents(self.scheduler)
+        self.groups = PodGroupEvents(self.scheduler)
+        self.bound: dict[str, str] = {}
+        self.bind_count: dict[str, int] = {}
+        self.violations: list[str] = []
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    # -- objects ---------------------------------------------------------------------------
+    def add_node(self, name: str, cpu: str = "8", memory: str = "32Gi", pods: int = 110,
+                 **extra: str) -> Node:
+        alloc = {"cpu": cpu, "memory": memory, "pods": str(pods), **extra}
+        node = parse_node({"metadata": {"name": name, "uid": name, "resourceVersion": "1"},
+                           "status": {"allocatable": alloc}})
+        self.nodes.on_add(node)
+        return node
+
+    def delete_node(self, node: Node) -> None:
+        self.nodes.on_delete(node)
+
+    def add_group(self, name: str, min_member: int, namespace: str = "ns",
+                  max_schedule_time: str | None = None, created: str = "") -> PodGroup:
+        spec: dict[str, Any] = {"minMember": min_member}
+        if max_schedule_time:
+            spec["maxScheduleTime"] = max_schedule_time
+        self._seq += 1
+        group = parse_podgroup({
+            "metadata": {"name": name, "namespace": namespace, "uid": f"g-{name}",
+                         "resourceVersion": str(self._seq),
+                         "creationTimestamp": created or _stamp(self._seq)},
+            "spec": spec,
+        })
+        self.groups.on_add(group)
+        return group
+
+    def add_pod(self, name: str, cpu: str = "1", group: str = "", priority: int = 0,
+                namespace: str = "ns", memory: str = "1Gi", **extra: str) -> Pod:
+        self._seq += 1
+        labels = {GROUP_LABEL: group} if group else {}
+        pod = parse_pod({
+            "metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}",
+                         "labels": labels, "resourceVersion": str(self._seq),
+                         "creationTimestamp": _stamp(self._seq)},
+            "spec": {"schedulerName": "batch-scheduler", "priority": priority,
+                     "containers": [{"name": "c", "resources": {"requests": {
+                         "cpu": cpu, "memory": memory, **extra}}}]},
+        })
+        self.pods.on_add(pod)
+        return pod
+
+    def delete_pod(self, key: str) -> None:
+        pod = self.scheduler.cache.pod(key)
+        if pod is not None:
+            self.pods.on_delete(pod)
+            with self._lock:
+                self.bound.pop(key, None)
+
+    # -- binding ---------------------------------------------------------------------------
+    def _bind(self, pod: Pod, node_name: str) -> Status:
+        s = self.scheduler
+        with s.cache.lock:
+            self._check_release(pod)
+            with self._lock:
+                self.bind_count[pod.key] = self.bind_count.get(pod.key, 0) + 1
+                if self.bind_count[pod.key] > 1:
+                    self.violations.append(f"{pod.key} bound twice")
+                self.bound[pod.key] = node_name
+            bound = dataclasses.replace(pod, node_name=node_name)
+            self.pods.on_update(pod, bound)
+            self._check_nodes()
+        return Status()
+
+    def _check_release(self, pod: Pod) -> None:
+        """A gang member may be bound only once minMember of its gang were released."""
+        if not pod.group_key:
+            return
+        group = self.scheduler.podgroup(pod.group_key)
+        if group is None:
+            return
+        s = self.scheduler
+        released = sum(
+            1 for m in s.cache.group_pods(pod.group_key)
+            if m.node_name or (s.cache.is_assumed(m.key) and s.waiting_pods.get(m.key) is None)
+        )
+        if released < group.min_member:
+            self.violations.append(
+                f"{pod.key} bound with only {released}/{group.min_member} of its gang released")
+
+    def _check_nodes(self) -> None:
+        for info in self.scheduler.cache.nodes():
+            node = info.node
+            assert node is not None
+            for resource, amount in info.requested.items():
+                if amount > node.allocatable.get(resource, 0):
+                    self.violations.append(f"node {info.name} over-committed on {resource}")
+            if len(info.pods) > node.allowed_pods:
+                self.violations.append(f"node {info.name} has too many pods")
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, idle_rounds: int = 3, max_seconds: float = 30.0) -> None:
+        """Schedule until nothing is left to try (waiting pods may still wait)."""
+        deadline = time.monotonic() + max_seconds
+        idle = 0
+        while idle < idle_rounds and time.monotonic() < deadline:
+            result = self.scheduler.schedule_one(timeout=0.02)
+            if result is not None:
+                idle = 0
+                continue
+            self.settle()
+            counts = self.scheduler.queue.counts()
+            idle = idle + 1 if counts["active"] + counts["backoff"] == 0 else 0
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait for queued binding work to finish."""
+        pool = self.scheduler._pool
+        pool.submit(lambda: None).result(timeout=10)
+        for _ in range(3):
+            futures = [pool.submit(lambda: None) for _ in range(pool._max_workers)]
+            for future in futures:
+                future.result(timeout=10)
+
+    def bound_in_group(self, group: str, namespace: str = "ns") -> int:
+        key = f"{namespace}/{group}"
+        return sum(1 for p in self.scheduler.cache.group_pods(key) if p.node_name)
+
+    def close(self) -> None:
+        self.scheduler.stop()
+
+
+def _stamp(seq: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + seq))

@@ -1,0 +1,186 @@
+"""Gang behaviour of the real scheduler on an in-memory cluster (see tests/simulation.py)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.simulation import SimCluster
+
+
+@pytest.fixture
+def sim() -> Iterator[SimCluster]:
+    cluster = SimCluster()
+    yield cluster
+    cluster.close()
+    assert not cluster.violations, cluster.violations
+
+
+def test_gang_binds_all_together(sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="8")
+    sim.add_group("g", 6)
+    for i in range(6):
+        sim.add_pod(f"p{i}", group="g")
+    sim.run()
+    assert sim.bound_in_group("g") == 6
+
+
+def test_gang_that_does_not_fit_binds_nothing_then_fits_on_new_node(sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="5")
+    sim.add_group("g", 6)
+    for i in range(6):
+        sim.add_pod(f"p{i}", group="g")
+    sim.run()
+    assert sim.bound_in_group("g") == 0
+    assert not sim.scheduler.cache.node("n1").claims  # type: ignore[union-attr]
+    sim.add_node("n2", cpu="1")
+    sim.run()
+    assert sim.bound_in_group("g") == 6
+
+
+def test_pod_without_its_group_waits_with_reason_then_schedules(sim: SimCluster) -> None:
+    sim.add_node("n1")
+    sim.add_pod("a", group="later")
+    result = sim.scheduler.schedule_one(timeout=0.1)
+    assert result is not None
+    assert 'PodGroup "ns/later" not found' in result.status.message
+    sim.add_group("later", 1)
+    sim.run()
+    assert sim.bound_in_group("later") == 1
+
+
+def test_two_racing_gangs_one_wins_whole(sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="7100m")
+    sim.add_group("g1", 5)
+    sim.add_group("g2", 5)
+    names = [(g, i) for g in ("g1", "g2") for i in range(5)]
+    random.Random(4).shuffle(names)
+    for group, i in names:
+        sim.add_pod(f"{group}-{i}", group=group)
+    sim.run()
+    counts = sorted([sim.bound_in_group("g1"), sim.bound_in_group("g2")])
+    assert counts == [0, 5]
+
+
+def test_members_are_not_started_before_all_exist(sim: SimCluster) -> None:
+    sim.add_node("n1")
+    sim.add_group("g", 3)
+    sim.add_pod("a", group="g")
+    sim.add_pod("b", group="g")
+    sim.run()
+    assert sim.bound_in_group("g") == 0
+    assert len(sim.scheduler.waiting_pods) == 0
+    sim.add_pod("c", group="g")
+    sim.run()
+    assert sim.bound_in_group("g") == 3
+
+
+def test_claims_keep_plain_pods_off_a_reserved_gang(sim: SimCluster) -> None:
+    """While a gang is being placed, the room it claimed is not handed to others."""
+    sim.add_node("n1", cpu="4")
+    sim.add_group("g", 4)
+    for i in range(4):
+        sim.add_pod(f"m{i}", group="g")
+    # Schedule just the first member: the gang claims room for all four.
+    result = sim.scheduler.schedule_one(timeout=0.1)
+    assert result is not None and result.pod_key.startswith("ns/m")
+    sim.add_pod("plain", cpu="1", priority=100)
+    sim.run()
+    assert sim.bound_in_group("g") == 4
+    assert "ns/plain" not in sim.bound
+
+
+def test_timeout_rejects_whole_gang_and_releases_room(sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="4")
+    sim.add_group("slow", 3, max_schedule_time="1s")
+    for i in range(3):
+        sim.add_pod(f"s{i}", group="slow")
+    # Only two members get placed: the third is deleted right after the gang is admitted.
+    sim.scheduler.schedule_one(timeout=0.1)
+    sim.scheduler.schedule_one(timeout=0.1)
+    waiting = {w.key for w in sim.scheduler.waiting_pods}
+    assert len(waiting) == 2
+    third = next(k for k in ("ns/s0", "ns/s1", "ns/s2") if k not in waiting)
+    sim.delete_pod(third)
+    time.sleep(1.5)
+    sim.settle()
+    assert len(sim.scheduler.waiting_pods) == 0
+    assert sim.bound_in_group("slow") == 0
+    info = sim.scheduler.cache.node("n1")
+    assert info is not None and info.requested.get("cpu", 0) == 0 and not info.claims
+    sim.add_group("fits", 4)
+    for i in range(4):
+        sim.add_pod(f"f{i}", group="fits")
+    sim.run()
+    assert sim.bound_in_group("fits") == 4
+
+
+def test_higher_priority_gang_is_placed(sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="4")
+    sim.add_group("low", 4)
+    sim.add_group("high", 4)
+    for i in range(4):
+        sim.add_pod(f"l{i}", group="low", priority=1)
+    for i in range(4):
+        sim.add_pod(f"h{i}", group="high", priority=1000)
+    sim.run()
+    assert sim.bound_in_group("high") == 4
+    assert sim.bound_in_group("low") == 0
+
+
+def test_surplus_members_schedule_after_the_gang(sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="8")
+    sim.add_group("g", 2)
+    for i in range(4):
+        sim.add_pod(f"p{i}", group="g")
+    sim.run()
+    assert sim.bound_in_group("g") == 4
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_randomized_gangs_never_partial_never_overcommit_never_stall(seed: int) -> None:
+    rng = random.Random(seed)
+    sim = SimCluster({"podInitialBackoffSeconds": 0.01, "podMaxBackoffSeconds": 0.05})
+    try:
+        for n in range(rng.randint(3, 8)):
+            sim.add_node(f"n{n}", cpu=str(rng.choice([2, 4, 8, 16])))
+        gangs: dict[str, tuple[int, int]] = {}
+        for g in range(rng.randint(5, 15)):
+            size, cpu = rng.randint(1, 8), rng.choice([1, 2, 3])
+            gangs[f"g{g}"] = (size, cpu)
+            sim.add_group(f"g{g}", size)
+        members = [(g, i) for g, (size, _) in gangs.items() for i in range(size)]
+        rng.shuffle(members)
+        for g, i in members:
+            sim.add_pod(f"{g}-{i}", cpu=str(gangs[g][1]), group=g)
+        for _round in range(4):
+            sim.run()
+            _check_no_stall(sim, gangs)
+            placed = [g for g in gangs if sim.bound_in_group(g)]
+            for g in placed:
+                assert sim.bound_in_group(g) >= gangs[g][0], f"{g} partially bound"
+            # Delete some placed gangs: waiting gangs that now fit must get in.
+            for g in rng.sample(placed, k=len(placed) // 2):
+                for i in range(gangs[g][0]):
+                    sim.delete_pod(f"ns/{g}-{i}")
+                del gangs[g]
+        assert not sim.violations, sim.violations
+    finally:
+        sim.close()
+
+
+def _check_no_stall(sim: SimCluster, gangs: dict[str, tuple[int, int]]) -> None:
+    """If some pending gang would fit in today's free room on its own, something is wrong:
+    the scheduler stopped while it could still place a gang (a deadlock or lost wake-up)."""
+    free = {}
+    for info in sim.scheduler.cache.nodes():
+        assert info.node is not None
+        free[info.name] = info.node.allocatable.get("cpu", 0) - info.requested.get("cpu", 0)
+    for g, (size, cpu) in gangs.items():
+        if sim.bound_in_group(g):
+            continue
+        slots = sum(room // (cpu * 1000) for room in free.values())
+        assert slots < size, f"gang {g} ({size}x{cpu} cpu) fits in free room {free} but waits"

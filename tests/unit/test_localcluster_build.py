@@ -1,0 +1,167 @@
+"""ensure_binaries: version-keyed cache, build-only-what-is-missing, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from coscheduling.localcluster import build
+from coscheduling.localcluster.build import (
+    BuildError,
+    GoNotFoundError,
+    binary_dirs,
+    ensure_binaries,
+    required_version,
+)
+
+# Stands in for `go build`: records how it was called, then writes (or fails to write) -o.
+FAKE_GO = """#!{python}
+import json, os, sys
+args = sys.argv[1:]
+out = args[args.index("-o") + 1]
+record = {{"args": args, "cwd": os.getcwd(), "cgo": os.environ.get("CGO_ENABLED"),
+          "has_gomod": os.path.exists("go.mod")}}
+with open({calls!r}, "a") as calls:
+    calls.write(json.dumps(record) + "\\n")
+with open(out, "w") as binary:
+    binary.write("#!/bin/sh\\n")
+os.chmod(out, 0o755)
+if os.environ.get("FAKE_GO_FAIL"):
+    print("compile error: something broke", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("COSCHEDULING_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a fake `go` alone on PATH; returns the file its calls are logged to."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    calls = tmp_path / "go-calls.jsonl"
+    go = bin_dir / "go"
+    go.write_text(FAKE_GO.format(python=sys.executable, calls=str(calls)))
+    go.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    return calls
+
+
+def _calls(log: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _install(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+
+
+def test_required_version_reads_single_line_and_block_requires(tmp_path: Path) -> None:
+    gomod = tmp_path / "go.mod"
+    gomod.write_text("module x\n\nrequire k8s.io/kubernetes v1.2.3\n")
+    assert required_version(gomod, "k8s.io/kubernetes") == "1.2.3"
+    gomod.write_text("module x\n\nrequire (\n\tgo.etcd.io/etcd/server/v3 v3.9.1 // indirect\n)\n")
+    assert required_version(gomod, "go.etcd.io/etcd/server/v3") == "3.9.1"
+    with pytest.raises(BuildError, match="does not require"):
+        required_version(gomod, "k8s.io/kubernetes")
+
+
+def test_versions_match_the_wrapper_modules() -> None:
+    assert (build.KUBERNETES_VERSION, build.ETCD_VERSION) == ("1.35.8", "3.6.16")
+
+
+def test_cache_dirs_are_keyed_by_version(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert binary_dirs() == (cache / "bin/kubernetes-v1.35.8", cache / "bin/etcd-v3.6.16")
+    monkeypatch.setattr(build, "KUBERNETES_VERSION", "1.36.0")
+    assert binary_dirs()[0] == cache / "bin/kubernetes-v1.36.0"
+
+
+def test_default_cache_dir_is_under_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("COSCHEDULING_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert build.cache_dir() == tmp_path / ".cache" / "coscheduling"
+
+
+def test_cached_binaries_are_reused_without_go(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    kube_dir, etcd_dir = binary_dirs()
+    for path in (
+        etcd_dir / "etcd",
+        kube_dir / "kube-apiserver",
+        kube_dir / "kube-controller-manager",
+    ):
+        _install(path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    binaries = ensure_binaries(log=lambda _: None)
+    assert binaries.etcd == etcd_dir / "etcd"
+    assert binaries.kube_apiserver == kube_dir / "kube-apiserver"
+    assert binaries.kube_controller_manager == kube_dir / "kube-controller-manager"
+
+
+def test_missing_go_is_a_clear_error(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(GoNotFoundError, match=r"Go toolchain \('go'\) is not on PATH") as error:
+        ensure_binaries(log=lambda _: None)
+    assert str(cache / "bin") in str(error.value)
+
+
+def test_builds_only_what_is_missing_then_reuses(cache: Path, fake_go: Path) -> None:
+    kube_dir, etcd_dir = binary_dirs()
+    _install(etcd_dir / "etcd")
+    messages: list[str] = []
+    binaries = ensure_binaries(log=messages.append)
+
+    calls = _calls(fake_go)
+    assert [c["args"][-1] for c in calls] == [  # type: ignore[index]
+        "k8s.io/kubernetes/cmd/kube-apiserver",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+    ]
+    for call in calls:
+        args = call["args"]
+        assert isinstance(args, list)
+        assert args[:2] == ["build", "-mod=readonly"]
+        assert (
+            "k8s.io/component-base/version.gitVersion=v1.35.8" in args[args.index("-ldflags") + 1]
+        )
+        assert call["cgo"] == "0"
+        assert call["cwd"] == str(build.GOMOD_DIR / "kubernetes")
+    assert binaries.kube_apiserver.is_file()
+    assert os.access(binaries.kube_controller_manager, os.X_OK)
+    assert not list(kube_dir.glob(".*partial*"))
+    assert any("building kube-apiserver v1.35.8 from Go modules" in m for m in messages)
+
+    ensure_binaries(log=messages.append)
+    assert len(_calls(fake_go)) == 2
+
+
+def test_failed_build_raises_with_output_and_leaves_nothing(
+    cache: Path, fake_go: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GO_FAIL", "1")
+    with pytest.raises(BuildError, match=r"building etcd failed \(exit 2\)(.|\n)*something broke"):
+        ensure_binaries(log=lambda _: None)
+    etcd_dir = binary_dirs()[1]
+    assert list(etcd_dir.iterdir()) == []
+
+
+def test_read_only_module_is_copied_before_building(
+    cache: Path, fake_go: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "access", lambda path, mode: mode == os.X_OK)
+    ensure_binaries(log=lambda _: None)
+    for call in _calls(fake_go):
+        assert call["has_gomod"] is True
+        assert not str(call["cwd"]).startswith(str(build.GOMOD_DIR))

@@ -1,0 +1,89 @@
+"""The scheduling queue: ordering, backoff, parking and event-driven moves."""
+
+from __future__ import annotations
+
+from coscheduling.api.pods import Pod
+from coscheduling.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _pod(name: str, priority: int = 0, group: str = "") -> Pod:
+    labels = {"group.batch.scheduler.tencent.com": group} if group else {}
+    return Pod("ns", name, uid=name, priority=priority, labels=labels)
+
+
+def _queue(clock: Clock) -> SchedulingQueue:
+    return SchedulingQueue(lambda p: (-p.priority, p.name), initial_backoff=1, max_backoff=10,
+                           max_unschedulable_seconds=300, clock=clock)
+
+
+def test_pops_by_sort_key() -> None:
+    queue = _queue(Clock())
+    for pod in (_pod("b"), _pod("a"), _pod("z", priority=10)):
+        queue.add(pod)
+    assert [queue.pop(0).key for _ in range(3)] == ["ns/z", "ns/a", "ns/b"]  # type: ignore[union-attr]
+    assert queue.pop(0) is None
+
+
+def test_unschedulable_waits_for_an_event_then_respects_backoff() -> None:
+    clock = Clock()
+    queue = _queue(clock)
+    queue.add(_pod("a"))
+    popped = queue.pop(0)
+    assert popped is not None
+    queue.requeue(popped.pod, "no room", unschedulable=True)
+    assert queue.get("ns/a").where == UNSCHEDULABLE  # type: ignore[union-attr]
+    assert queue.pop(0) is None
+    queue.move()
+    assert queue.get("ns/a").where == BACKOFF  # type: ignore[union-attr]
+    clock.t += 1.01
+    assert queue.pop(0).key == "ns/a"  # type: ignore[union-attr]
+
+
+def test_event_during_the_attempt_is_not_lost() -> None:
+    clock = Clock()
+    queue = _queue(clock)
+    queue.add(_pod("a"))
+    popped = queue.pop(0)
+    assert popped is not None
+    queue.move()  # e.g. a node was added while "a" was being scheduled
+    queue.requeue(popped.pod, "no room", unschedulable=True)
+    assert queue.get("ns/a").where == BACKOFF  # type: ignore[union-attr]
+
+
+def test_backoff_doubles_and_caps() -> None:
+    clock = Clock()
+    queue = _queue(clock)
+    queue.add(_pod("a"))
+    waits = []
+    for _ in range(6):
+        popped = queue.pop(0)
+        assert popped is not None
+        queue.requeue(popped.pod, "error", unschedulable=False)
+        entry = queue.get("ns/a")
+        assert entry is not None
+        waits.append(entry.backoff_until - clock.t)
+        clock.t = entry.backoff_until
+    assert waits == [1, 2, 4, 8, 10, 10]
+
+
+def test_move_keys_and_stale_flush() -> None:
+    clock = Clock()
+    queue = _queue(clock)
+    for name in ("a", "b"):
+        queue.add(_pod(name, group="g"))
+        popped = queue.pop(0)
+        assert popped is not None
+        queue.requeue(popped.pod, "x", unschedulable=True)
+    assert queue.move_keys(["ns/a"], skip_backoff=True) == 1
+    assert queue.get("ns/a").where == ACTIVE  # type: ignore[union-attr]
+    clock.t += 301
+    assert queue.flush_stale() == 1
+    assert queue.counts()[UNSCHEDULABLE] == 0
