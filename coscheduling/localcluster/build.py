@@ -176,7 +176,8 @@ def _find_go() -> str:
             "the Go toolchain ('go') is not on PATH. It is needed once to build "
             f"etcd v{ETCD_VERSION} and kube-apiserver/kube-controller-manager "
             f"v{KUBERNETES_VERSION} from Go modules into {etcd_dir} and {kube_dir}. "
-            "Install Go (>= 1.25) and put it on PATH."
+            f"Install Go (at least the version on the `go` line of {GOMOD_DIR}/*/go.mod) "
+            "and put it on PATH."
         )
     return go
 
@@ -244,3 +245,14 @@ def _build(go: str, target: _Target, log: Log) -> None:
     finally:
         partial.unlink(missing_ok=True)
     log(f"built {what} in {time.monotonic() - started:.0f}s -> {target.out}")
+
+
+if __name__ == "__main__":
+    # `python -m coscheduling.localcluster.build`: build (once) before the tests run, with
+    # progress on the terminal instead of inside a test's time limit.
+    try:
+        built = ensure_binaries()
+    except BuildError as error:
+        print(f"coscheduling: {error}", file=sys.stderr)
+        sys.exit(1)
+    print(f"control-plane binaries ready: {built.kube_apiserver.parent}, {built.etcd.parent}")

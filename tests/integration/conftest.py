@@ -19,6 +19,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from coscheduling.localcluster import LocalCluster, ensure_binaries
+from tests.integration.fixtures import crd, kube, make_namespace, start_scheduler  # noqa: F401
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +168,26 @@ def test_read_only_module_is_copied_before_building(
     for call in _calls(fake_go):
         assert call["has_gomod"] is True
         assert not str(call["cwd"]).startswith(str(build.GOMOD_DIR))
+
+
+def test_waits_for_a_concurrent_build_and_reuses_its_result(cache: Path, fake_go: Path) -> None:
+    lock = cache / "bin" / ".build.lock"
+    lock.parent.mkdir(parents=True)
+    messages: list[str] = []
+    with lock.open("a") as other_builder:
+        fcntl.flock(other_builder, fcntl.LOCK_EX)  # a separate open file: conflicts like a process
+        worker = threading.Thread(target=ensure_binaries, kwargs={"log": messages.append})
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not messages and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert messages and "waiting for another process" in messages[0]
+        kube_dir, etcd_dir = binary_dirs()
+        for path in (etcd_dir / "etcd", kube_dir / "kube-apiserver"):
+            _install(path)
+        fcntl.flock(other_builder, fcntl.LOCK_UN)
+        worker.join(10)
+    assert not worker.is_alive()
+    assert [c["args"][-1] for c in _calls(fake_go)] == [  # type: ignore[index]
+        "k8s.io/kubernetes/cmd/kube-controller-manager"
+    ]

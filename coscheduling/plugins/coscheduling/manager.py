@@ -64,6 +64,8 @@ class GangState:
     last_failure: str = ""
     last_failure_at: float = 0.0
     released_at: float = 0.0
+    # Members placed or let go when minMember was last reached (for status and checks).
+    released_members: int = 0
     attempts: int = 0
     timeouts: int = 0
     rejections: int = 0
@@ -223,8 +225,11 @@ class GangManager:
             self.freeze(group_key, reason)
         return rejected
 
-    def release_gang(self, group_key: str) -> list[str]:
-        """minMember is reached: let every waiting member go, together."""
+    def release_gang(self, group_key: str, placed: int) -> list[str]:
+        """minMember is reached: let every waiting member go, together.
+
+        ``placed`` counts the members already placed, including the one being permitted.
+        """
         gang = self.state(group_key)
         self.release(group_key)
         gang.released_at = self.handle.now()
@@ -233,6 +238,7 @@ class GangManager:
         for member in self.handle.cache.group_pods(group_key):
             if self.handle.waiting_pods.allow(member.key, self.plugin_name):
                 allowed.append(member.key)
+        gang.released_members = placed + len(allowed)
         return allowed
 
     def expire(self, now: float) -> list[tuple[str, str]]:

@@ -125,6 +125,9 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         group_key = pod.group_key
         if not group_key or state.read(PERMITTED):
             return  # released members that fail to bind are retried on their own
+        gang = self.manager.gangs.get(group_key)
+        if gang is None or not gang.deadline:
+            return  # no attempt in progress: it was already rejected (or released) as a whole
         group = self.handle.podgroup(group_key)
         if group is not None:
             counts = self.manager.counts(group_key, exclude=pod.key)
@@ -144,7 +147,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
             return Status.unschedulable(f'PodGroup "{group_key}" was deleted'), 0.0
         counts = self.manager.counts(group_key, exclude=pod.key)
         if counts.placed + counts.waiting + 1 >= group.min_member:
-            self.manager.release_gang(group_key)
+            self.manager.release_gang(group_key, counts.placed + 1)
             return SUCCESS, 0.0
         gang = self.manager.state(group_key)
         now = self.handle.now()
@@ -165,7 +168,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         """minMember may have dropped to what is already placed and waiting: release."""
         counts = self.manager.counts(group.key)
         if counts.waiting and counts.placed + counts.waiting >= group.min_member:
-            self.manager.release_gang(group.key)
+            self.manager.release_gang(group.key, counts.placed)
         return [group.key]
 
     def group_deleted(self, group_key: str) -> list[str]:

@@ -1,0 +1,167 @@
+"""Fixtures that run this project's scheduler against the session's local control plane."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
+from coscheduling.config import parse_config
+from coscheduling.localcluster import LocalCluster
+from coscheduling.plugins.registry import default_registry
+from coscheduling.service import SchedulerService
+from tests.integration.kube import InvariantWatcher, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO / "crd"
+
+
+def kubectl(cluster: LocalCluster, *args: str, check: bool = True,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("kubectl")
+    if binary is None:
+        raise AssertionError("kubectl is not on PATH; the user-facing steps need it")
+    result = subprocess.run([binary, "--kubeconfig", str(cluster.kubeconfig), *args],
+                            capture_output=True, text=True, check=False, input=stdin,
+                            timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def kube(local_cluster: LocalCluster) -> Iterator[KubeClient]:
+    """The project's own client, as the cluster admin."""
+    client = KubeClient(ClientSettings(kubeconfig=str(local_cluster.kubeconfig), qps=1000,
+                                       burst=2000))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def crd(local_cluster: LocalCluster, kube: KubeClient) -> None:
+    """The PodGroup CRD, applied with kubectl as a user would, and established."""
+    kubectl(local_cluster, "apply", "-f", str(CRD_DIR))
+
+    def established() -> bool:
+        crd = kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                       "podgroups.batch.scheduler.tencent.com")
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or ())
+
+    wait_until(established, timeout=30, what="the PodGroup CRD to be established")
+    wait_until(lambda: _served(kube), timeout=30, what="podgroups to be served")
+
+
+def _served(kube: KubeClient) -> bool:
+    try:
+        kube.get("/apis/batch.scheduler.tencent.com/v1/podgroups")
+    except ApiError:
+        return False
+    return True
+
+
+@pytest.fixture
+def make_namespace(kube_api: Any, namespace: str) -> Iterator[Callable[[], str]]:
+    """More fresh namespaces for one test (each with its default ServiceAccount)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube_api)
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"t-{uuid.uuid4().hex[:12]}"
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        made.append(name)
+        wait_until(lambda: _has_default_sa(core, name), timeout=30,
+                   what=f"ServiceAccount {name}/default")
+        return name
+
+    yield make
+    for name in made:
+        try:
+            core.delete_namespace(name)
+        except client.ApiException:
+            pass
+
+
+def _has_default_sa(core: Any, namespace: str) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.read_namespaced_service_account("default", namespace)
+    except ApiException:
+        return False
+    return True
+
+
+class RunningScheduler:
+    """A scheduler in this process, with its own schedulerName, and a watcher of
+    the invariants on every namespace the test hands it."""
+
+    def __init__(self, kube: KubeClient, kubeconfig: Path, namespace: str,
+                 overrides: Mapping[str, Any] | None) -> None:
+        self.name = f"cs-{uuid.uuid4().hex[:8]}"
+        doc: dict[str, Any] = {
+            "apiVersion": "config.batch.scheduler.tencent.com/v1",
+            "kind": "SchedulerConfiguration",
+            "schedulerName": self.name,
+            "podInitialBackoffSeconds": 0.2,
+            "podMaxBackoffSeconds": 2,
+            "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 500, "burst": 1000},
+        }
+        doc.update(overrides or {})
+        self.config = parse_config(doc, default_registry())
+        self.service = SchedulerService(self.config)
+        self.watcher = InvariantWatcher(kube, [namespace], self._released)
+        self.watcher.__enter__()
+        self._started = False
+
+    def _released(self, group_key: str) -> int:
+        plugin = self.service.scheduler.framework.instances.get("Coscheduling")
+        if plugin is None:
+            return 0
+        gang = plugin.manager.gangs.get(group_key)  # type: ignore[attr-defined]
+        return int(gang.released_members) if gang is not None else 0
+
+    def watch(self, namespace: str) -> None:
+        self.watcher.namespaces.add(namespace)
+
+    def start(self, loops: bool = True) -> None:
+        assert self.service.start(sync_timeout=60, schedule=loops), "caches did not sync"
+        self._started = True
+
+    def stop(self) -> None:
+        if self._started:
+            self.service.stop()
+            self._started = False
+
+    def close(self) -> None:
+        self.stop()
+        self.watcher.__exit__(None, None, None)
+
+
+@pytest.fixture
+def start_scheduler(kube: KubeClient, local_cluster: LocalCluster, crd: None,
+                    namespace: str) -> Iterator[Callable[..., RunningScheduler]]:
+    running: list[RunningScheduler] = []
+
+    def start(overrides: Mapping[str, Any] | None = None, *,
+              start: bool = True) -> RunningScheduler:
+        sched = RunningScheduler(kube, local_cluster.kubeconfig, namespace, overrides)
+        running.append(sched)
+        if start:
+            sched.start()
+        return sched
+
+    yield start
+    for sched in running:
+        sched.close()
+    for sched in running:
+        assert not sched.watcher.violations, sched.watcher.violations
