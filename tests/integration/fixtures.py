@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import uuid
@@ -85,10 +86,8 @@ def make_namespace(kube_api: Any, namespace: str) -> Iterator[Callable[[], str]]
 
     yield make
     for name in made:
-        try:
+        with contextlib.suppress(client.ApiException):
             core.delete_namespace(name)
-        except client.ApiException:
-            pass
 
 
 def _has_default_sa(core: Any, namespace: str) -> bool:

@@ -9,7 +9,6 @@ from typing import Any
 
 from coscheduling.cluster.client import KubeClient
 from tests.integration.kube import (
-    InvariantWatcher,
     bound_count,
     create_pod,
     create_podgroup,
@@ -246,8 +245,9 @@ def test_randomized_gangs_invariants_and_progress(
             for i in range(gangs[g]):
                 delete_pod(kube, namespace, f"{g}-{i}")
             del gangs[g]
-        wait_until(lambda: all(bound_count(kube, namespace, g) == 0 for g in placed
-                               if g not in gangs), what="deleted gangs gone")
+        gone = [g for g in placed if g not in gangs]
+        wait_until(lambda gone=gone: all(bound_count(kube, namespace, g) == 0 for g in gone),
+                   what="deleted gangs gone")
     _wait_progress(kube, namespace, gangs, nodes)
     sched.watcher.check_settled()
 

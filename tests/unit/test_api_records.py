@@ -14,7 +14,8 @@ from coscheduling.api.times import parse_duration
     ("resource", "text", "expected"),
     [
         ("cpu", "1", 1000), ("cpu", "250m", 250), ("cpu", "0.1", 100), ("cpu", "1.0005", 1001),
-        ("memory", "1Gi", 2**30), ("memory", "128974848", 128974848), ("memory", "129e6", 129_000_000),
+        ("memory", "1Gi", 2**30), ("memory", "128974848", 128974848),
+        ("memory", "129e6", 129_000_000),
         ("memory", "123Mi", 123 * 2**20), ("memory", "1k", 1000), ("nvidia.com/gpu", "2", 2),
         ("cpu", 2, 2000), ("memory", "1.5Gi", 3 * 2**29),
     ],
