@@ -45,6 +45,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from coscheduling.cluster.client import ClientSettings, KubeClient
+    from coscheduling.explain import explain
+
+    namespace, sep, name = args.group.partition("/")
+    if not sep or not namespace or not name:
+        print("coscheduling explain: give the group as NAMESPACE/NAME", file=sys.stderr)
+        return 2
+    client = KubeClient(ClientSettings(kubeconfig=args.kubeconfig or ""))
+    print(explain(client, namespace, name))
+    return 0
+
+
 def _config(args: argparse.Namespace) -> int:
     if args.action == "defaults":
         print(yaml.safe_dump(dump_defaults(), sort_keys=False), end="")
@@ -65,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-v", type=int, default=0, help="log verbosity (0 info, 1+ debug)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.set_defaults(func=_run)
+
+    explain = sub.add_parser("explain", help="why a PodGroup is where it is")
+    explain.add_argument("group", help="NAMESPACE/NAME")
+    explain.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster)")
+    explain.set_defaults(func=_explain)
 
     config = sub.add_parser("config", help="show the defaults or validate a config file")
     config.add_argument("action", choices=("defaults", "validate"))

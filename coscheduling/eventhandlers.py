@@ -29,6 +29,8 @@ class PodEvents:
 
     def on_add(self, pod: Pod) -> None:
         s = self.s
+        if pod.group_key:
+            s.group_changed(pod.group_key)
         if pod.node_name:
             s.cache.set_pod(pod)
             return
@@ -45,6 +47,8 @@ class PodEvents:
 
     def on_update(self, old: Pod, new: Pod) -> None:
         s = self.s
+        if new.group_key and (old.phase != new.phase or old.node_name != new.node_name):
+            s.group_changed(new.group_key)
         if new.terminal or (new.deleting and not new.node_name):
             self.on_delete(new)
             return
@@ -70,6 +74,8 @@ class PodEvents:
 
     def on_delete(self, pod: Pod) -> None:
         s = self.s
+        if pod.group_key:
+            s.group_changed(pod.group_key)
         with s.cache.lock:
             held_room = s.cache.is_assumed(pod.key)
             known = s.cache.remove_pod(pod.key)
@@ -125,6 +131,7 @@ class PodGroupEvents:
 
     def _changed(self, group: PodGroup) -> None:
         s = self.s
+        s.group_changed(group.key)
         with s.cache.lock:
             s.podgroups()[group.key] = group
             keys: list[str] = []
@@ -136,7 +143,39 @@ class PodGroupEvents:
         s = self.s
         with s.cache.lock:
             s.podgroups().pop(group.key, None)
+            s.finished.pop(group.key, None)
             keys: list[str] = []
             for plugin in s.event_plugins:
                 keys += plugin.group_deleted(group.key)
         s.move_groups(keys or [group.key])
+
+
+class FinishedPodEvents:
+    """Members of groups that Succeeded or Failed, for the PodGroup's counts.
+
+    The main pod watch leaves terminal pods out (they hold no room); these come from two
+    small watches of terminal pods that carry the group label, so counts survive a restart.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, pod: Pod) -> None:
+        if pod.group_key:
+            with self.s.cache.lock:
+                self.s.finished.setdefault(pod.group_key, {})[pod.key] = pod.phase
+            self.s.group_changed(pod.group_key)
+
+    def on_update(self, old: Pod, new: Pod) -> None:
+        self.on_add(new)
+
+    def on_delete(self, pod: Pod) -> None:
+        if not pod.group_key:
+            return
+        with self.s.cache.lock:
+            members = self.s.finished.get(pod.group_key)
+            if members is not None:
+                members.pop(pod.key, None)
+                if not members:
+                    del self.s.finished[pod.group_key]
+        self.s.group_changed(pod.group_key)

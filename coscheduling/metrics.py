@@ -142,10 +142,21 @@ class SchedulerMetrics:
         self.gang_rejected = Counter(
             "coscheduling_gangs_rejected_total", "Gang attempts rejected, by reason.",
             ("reason",))
+        self.gang_timed_out = Counter(
+            "coscheduling_gangs_timed_out_total", "Gang attempts that ran out of time.")
+        self.gang_schedule_duration = Histogram(
+            "coscheduling_gang_schedule_duration_seconds",
+            "Time from a gang's first claimed or waiting member to its release.", (),
+            exponential_buckets(0.001, 2, 18))
+        self.gangs_waiting = Gauge(
+            "coscheduling_gangs_waiting", "Gangs with members waiting at Permit.")
+        self.gangs_frozen = Gauge(
+            "coscheduling_gangs_frozen", "Gangs frozen after a failed attempt.")
         self.all: list[_Metric] = [
             self.schedule_attempts, self.attempt_duration, self.pending_pods,
             self.extension_point_duration, self.permit_wait_duration, self.pods_bound,
-            self.gang_released, self.gang_rejected,
+            self.gang_released, self.gang_rejected, self.gang_timed_out,
+            self.gang_schedule_duration, self.gangs_waiting, self.gangs_frozen,
         ]
 
     def observe_extension_point(self, point: str, status: Status, seconds: float) -> None:

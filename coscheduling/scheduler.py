@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -115,6 +115,9 @@ class Scheduler:
             max_backoff=config.pod_max_backoff_seconds,
             max_unschedulable_seconds=config.pod_max_unschedulable_seconds,
         )
+        # Members that finished (Succeeded/Failed), by group: the main pod watch leaves them out.
+        self.finished: dict[str, dict[str, str]] = {}
+        self.group_listeners: list[Callable[[str], None]] = []
         self._next_start = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -141,6 +144,13 @@ class Scheduler:
 
     def now(self) -> float:
         return time.time()
+
+    def finished_members(self, group_key: str) -> dict[str, str]:
+        return self.finished.get(group_key, {})
+
+    def group_changed(self, group_key: str) -> None:
+        for listener in self.group_listeners:
+            listener(group_key)
 
     def bind(self, pod: Pod, node_name: str) -> Status:
         if self.client is None:
@@ -345,6 +355,10 @@ class Scheduler:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def alive(self) -> bool:
+        """Liveness: the loops this scheduler started are still running."""
+        return all(thread.is_alive() for thread in self._threads)
 
     def _run_loop(self) -> None:
         while not self._stop.is_set():

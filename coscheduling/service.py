@@ -6,15 +6,18 @@ import logging
 import threading
 from typing import Any
 
-from coscheduling import GROUP_API, GROUP_VERSION
+from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cluster.client import ClientSettings, KubeClient
+from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, wait_synced
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
-from coscheduling.eventhandlers import NodeEvents, PodEvents, PodGroupEvents
+from coscheduling.eventhandlers import FinishedPodEvents, NodeEvents, PodEvents, PodGroupEvents
+from coscheduling.httpendpoint import HttpEndpoint
+from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.registry import default_registry
 from coscheduling.scheduler import Scheduler
 
@@ -52,10 +55,27 @@ class SchedulerService:
                           field_selector="status.phase!=Succeeded,status.phase!=Failed",
                           name="pods"),
         ]
+        self.informers += [
+            Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key,
+                          FinishedPodEvents(s), field_selector=f"status.phase={phase}",
+                          label_selector=GROUP_LABEL, name=f"pods-{phase.lower()}")
+            for phase in ("Succeeded", "Failed")
+        ]
+        self.status_writer: GroupStatusWriter | None = None
+        gang = s.framework.instances.get("Coscheduling")
+        if isinstance(gang, Coscheduling):
+            self.status_writer = GroupStatusWriter(self.report_client, gang.status_of)
+            s.group_listeners.append(self.status_writer.mark)
+        self.http: HttpEndpoint | None = None
+        if config.metrics_bind_address:
+            self.http = HttpEndpoint(config.metrics_bind_address, s.metrics,
+                                     ready=lambda: self.synced, alive=s.alive)
         self.stopped = threading.Event()
 
     def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:
         """Start the watches, wait until they have listed, then start scheduling."""
+        if self.http is not None:
+            self.http.start()
         for informer in self.informers:
             informer.start()
         if not wait_synced(self.informers, sync_timeout):
@@ -75,7 +95,11 @@ class SchedulerService:
     def stop(self) -> None:
         for informer in self.informers:
             informer.stop()
+        if self.http is not None:
+            self.http.stop()
         self.scheduler.stop()
+        if self.status_writer is not None:
+            self.status_writer.stop()
         self.reporter.stop()
         self.client.close()
         self.stopped.set()

@@ -8,10 +8,10 @@ already written is not written again.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +27,15 @@ MAX_PENDING = 50_000
 
 
 class Reporter:
-    def __init__(self, client: KubeClient, component: str) -> None:
+    def __init__(self, client: KubeClient, component: str, *,
+                 waiting_delay: float = 1.0) -> None:
         self.client = client
         self.component = component
-        self._pending: OrderedDict[tuple[str, str], Callable[[], None]] = OrderedDict()
+        # A gang released within this delay never gets "waiting" reports written.
+        self.waiting_delay = waiting_delay
+        self._pending: dict[str, tuple[int, Callable[[], None]]] = {}
+        self._due: list[tuple[float, int, str]] = []
+        self._seq = 0
         self._reported: dict[str, str] = {}
         self._lock = threading.Condition()
         self._stop = False
@@ -43,38 +48,63 @@ class Reporter:
         if self._reported.get(pod.uid) == message:
             return
         self._reported[pod.uid] = message
-        self._submit("condition", pod, lambda: self._write_unschedulable(pod, message))
+        self._submit(pod, 0.0, lambda: self._write_unschedulable(pod, message))
 
     def waiting(self, pod: Pod, node_name: str, message: str) -> None:
-        text = f"assumed on {node_name}; {message}"
-        self._submit("event", pod, lambda: self.event(pod, "Normal", "Waiting", text))
+        """A member waits at Permit: PodScheduled=False (so autoscalers see it) + an event."""
+        text = f"{message} (assumed on {node_name})"
+        if self._reported.get(pod.uid) == text:
+            return
+        self._reported[pod.uid] = text
+        self._submit(pod, self.waiting_delay,
+                     lambda: self._write_unschedulable(pod, text, event_reason="Waiting",
+                                                       event_type="Normal"))
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         self._reported.pop(pod.uid, None)
         text = f"Successfully assigned {pod.key} to {node_name}"
-        self._submit("event", pod, lambda: self.event(pod, "Normal", "Scheduled", text))
+        self._submit(pod, 0.0, lambda: self.event(pod, "Normal", "Scheduled", text))
 
     def forget(self, pod: Pod) -> None:
         self._reported.pop(pod.uid, None)
+        with self._lock:
+            self._pending.pop(pod.key, None)
 
     # -- writing --------------------------------------------------------------------------
-    def _submit(self, kind: str, pod: Pod, write: Callable[[], None]) -> None:
+    def _submit(self, pod: Pod, delay: float, write: Callable[[], None]) -> None:
+        """Queue the pod's latest report; an older unsent one for the pod is dropped."""
         with self._lock:
-            key = (kind, pod.key)
-            self._pending.pop(key, None)
-            if len(self._pending) >= MAX_PENDING:
-                self._pending.popitem(last=False)  # drop the oldest report, never block
-            self._pending[key] = write
+            if len(self._pending) >= MAX_PENDING and pod.key not in self._pending:
+                return  # never block the scheduler; the next state change reports again
+            self._seq += 1
+            self._pending[pod.key] = (self._seq, write)
+            heapq.heappush(self._due, (time.monotonic() + delay, self._seq, pod.key))
             self._lock.notify()
+
+    def _next(self) -> Callable[[], None] | None:
+        with self._lock:
+            while not self._stop:
+                while self._due:
+                    due, seq, key = self._due[0]
+                    entry = self._pending.get(key)
+                    if entry is None or entry[0] != seq:
+                        heapq.heappop(self._due)  # superseded
+                        continue
+                    wait = due - time.monotonic()
+                    if wait > 0:
+                        break
+                    heapq.heappop(self._due)
+                    del self._pending[key]
+                    return entry[1]
+                self._lock.wait(None if not self._due else max(0.0, self._due[0][0]
+                                                               - time.monotonic()))
+            return None
 
     def _run(self) -> None:
         while True:
-            with self._lock:
-                while not self._pending and not self._stop:
-                    self._lock.wait()
-                if self._stop and not self._pending:
-                    return
-                _, write = self._pending.popitem(last=False)
+            write = self._next()
+            if write is None:
+                return
             try:
                 write()
                 self.writes += 1
@@ -82,7 +112,9 @@ class Reporter:
                 if not err.not_found:
                     log.warning("report failed: %s", err)
 
-    def _write_unschedulable(self, pod: Pod, message: str) -> None:
+    def _write_unschedulable(self, pod: Pod, message: str, *,
+                             event_reason: str = "FailedScheduling",
+                             event_type: str = "Warning") -> None:
         now = time.time()
         condition = {
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
@@ -92,7 +124,7 @@ class Reporter:
             f"/api/v1/namespaces/{q(pod.namespace)}/pods/{q(pod.name)}/status",
             {"status": {"conditions": [condition]}}, kind="strategic",
         )
-        self.event(pod, "Warning", "FailedScheduling", message)
+        self.event(pod, event_type, event_reason, message)
 
     def event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
         """A core/v1 Event about ``pod``."""

@@ -33,6 +33,7 @@ from coscheduling.config.types import (
     SchedulerConfig,
 )
 from coscheduling.framework.registry import Registry
+from coscheduling.httpendpoint import parse_address
 
 DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
     "queueSort": [("Coscheduling", 0)],
@@ -52,6 +53,7 @@ _TOP_LEVEL = {
     "apiVersion", "kind", "schedulerName", "clientConnection", "leaderElection",
     "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
     "podMaxInUnschedulablePodsSeconds", "bindingParallelism", "plugins", "pluginConfig",
+    "metricsBindAddress",
 }
 
 
@@ -103,9 +105,23 @@ def parse_config(raw: object, registry: Registry) -> SchedulerConfig:
             "podMaxInUnschedulablePodsSeconds", exclusive_minimum=0),
         binding_parallelism=as_int(doc.get("bindingParallelism", defaults.binding_parallelism),
                                    "bindingParallelism", minimum=1, maximum=1024),
+        metrics_bind_address=_address(doc.get("metricsBindAddress",
+                                               defaults.metrics_bind_address),
+                                      "metricsBindAddress"),
         plugins=plugins,
         plugin_args=_plugin_args(doc.get("pluginConfig"), plugins, registry),
     )
+
+
+def _address(value: object, path: str) -> str:
+    address = as_str(value, path)
+    if address:
+        try:
+            parse_address(address)
+        except ValueError as err:
+            raise ConfigError(path, f"{err} (e.g. 127.0.0.1:10251, or \"\" to turn it off)")\
+                from err
+    return address
 
 
 def _client(raw: object) -> ClientConnection:
@@ -243,6 +259,7 @@ def dump_defaults() -> dict[str, Any]:
         "podInitialBackoffSeconds": 1,
         "podMaxBackoffSeconds": 10,
         "bindingParallelism": 16,
+        "metricsBindAddress": "127.0.0.1:10251",
         "leaderElection": {"leaderElect": False, "leaseDuration": "15s",
                            "renewDeadline": "10s", "retryPeriod": "2s",
                            "resourceNamespace": "kube-system"},

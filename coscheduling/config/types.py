@@ -64,5 +64,7 @@ class SchedulerConfig:
     pod_max_backoff_seconds: float = 10.0
     pod_max_unschedulable_seconds: float = 300.0
     binding_parallelism: int = 16
+    # Where /metrics, /healthz and /readyz are served; "" turns the endpoint off.
+    metrics_bind_address: str = "127.0.0.1:10251"
     plugins: Plugins = field(default_factory=Plugins)
     plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.cache import Cache, NodeInfo
     from coscheduling.framework.waiting import WaitingPods
+    from coscheduling.metrics import SchedulerMetrics
 
 MAX_NODE_SCORE = 100
 
@@ -44,6 +45,16 @@ class Handle(Protocol):
 
     def bind(self, pod: Pod, node_name: str) -> Status:
         """Write a Binding through the API server."""
+
+    @property
+    def metrics(self) -> SchedulerMetrics: ...
+
+    def finished_members(self, group_key: str) -> Mapping[str, str]:
+        """Members of a group that Succeeded or Failed: pod key -> phase."""
+
+    def group_changed(self, group_key: str) -> None:
+        """A gang's state changed (attempt started, released, rejected, frozen): its
+        PodGroup status may need writing."""
 
 
 class Plugin(ABC):

@@ -166,11 +166,13 @@ class Framework:
         """Success, a rejection, or Wait (the pod is then parked in ``waiting_pods``)."""
         started = time.perf_counter()
         waiting_on: set[str] = set()
+        reasons: list[str] = []
         timeout = float("inf")
         for plugin in self.permit_plugins:
             status, plugin_timeout = plugin.permit(state, pod, node_name)
             if status.code == Code.WAIT:
                 waiting_on.add(plugin.name)
+                reasons += status.reasons
                 timeout = min(timeout, plugin_timeout)
             elif not status.ok and status.code != Code.SKIP:
                 code = Code.ERROR if status.code == Code.ERROR else Code.UNSCHEDULABLE
@@ -179,7 +181,8 @@ class Framework:
                 )
         if waiting_on:
             self.waiting_pods.add(pod, node_name, timeout, waiting_on)
-            return self._timed("Permit", started, Status(Code.WAIT, (), ",".join(waiting_on)))
+            waiting = Status(Code.WAIT, tuple(reasons), ",".join(sorted(waiting_on)))
+            return self._timed("Permit", started, waiting)
         return self._timed("Permit", started, SUCCESS)
 
     # -- binding cycle -------------------------------------------------------------------

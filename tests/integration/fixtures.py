@@ -113,6 +113,7 @@ class RunningScheduler:
             "schedulerName": self.name,
             "podInitialBackoffSeconds": 0.2,
             "podMaxBackoffSeconds": 2,
+            "metricsBindAddress": "127.0.0.1:0",
             "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 500, "burst": 1000},
         }
         doc.update(overrides or {})

@@ -66,10 +66,15 @@ class GangState:
     released_at: float = 0.0
     # Members placed or let go when minMember was last reached (for status and checks).
     released_members: int = 0
+    # The last timeout: when, and how many members were waiting then.
+    timed_out_at: float = 0.0
+    timed_out_waiting: int = 0
     attempts: int = 0
     timeouts: int = 0
     rejections: int = 0
     claimed: set[str] = field(default_factory=set)
+    # Members that entered Wait during the current attempt.
+    waited: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,12 @@ class GangManager:
     def freeze(self, group_key: str, reason: str) -> None:
         if self.args.freeze_seconds > 0:
             self._frozen[group_key] = (time.monotonic() + self.args.freeze_seconds, reason)
+            self.handle.group_changed(group_key)
+
+    def frozen_until(self, group_key: str) -> float:
+        """Wall-clock end of a group's freeze (0 when not frozen), for status and explain."""
+        frozen = self.frozen(group_key)
+        return self.handle.now() + frozen[0] if frozen is not None else 0.0
 
     def frozen(self, group_key: str) -> tuple[float, str] | None:
         """(seconds left, reason) while a group is frozen."""
@@ -190,12 +201,16 @@ class GangManager:
             cache.claim(member, node_name)
             made.append(member.key)
         gang.claimed.update(made)
-        now = self.handle.now()
-        if not gang.deadline:
-            gang.started = now
-            gang.deadline = now + self.timeout_for(group)
+        self.start_attempt(gang, group)
         gang.attempts += 1
+        self.handle.group_changed(group.key)
         return ""
+
+    def start_attempt(self, gang: GangState, group: PodGroup) -> None:
+        """The gang's clock starts with its first claim or waiting member."""
+        if not gang.deadline:
+            gang.started = self.handle.now()
+            gang.deadline = gang.started + self.timeout_for(group)
 
     def release(self, group_key: str) -> None:
         """Drop every claim the gang holds (it was placed, or it failed)."""
@@ -205,24 +220,35 @@ class GangManager:
         for key in gang.claimed:
             self.handle.cache.release_claim(key)
         gang.claimed.clear()
+        gang.waited.clear()
         gang.deadline = 0.0
 
     def reject(self, group_key: str, reason: str, *, freeze: bool = True,
                timed_out: bool = False) -> list[str]:
         """Fail the gang's current attempt as a whole: every waiting member, every claim."""
         gang = self.state(group_key)
+        now = self.handle.now()
         gang.last_failure = reason
-        gang.last_failure_at = self.handle.now()
+        gang.last_failure_at = now
         gang.rejections += 1
-        if timed_out:
-            gang.timeouts += 1
+        waited = len(gang.waited)
         self.release(group_key)
         rejected = []
         for member in self.handle.cache.group_pods(group_key):
-            if self.handle.waiting_pods.reject(member.key, self.plugin_name, reason):
+            if self.handle.waiting_pods.reject(member.key, self.plugin_name,
+                                               f"rejected with its gang: {reason}"):
                 rejected.append(member.key)
+        metrics = self.handle.metrics
+        if timed_out:
+            gang.timeouts += 1
+            gang.timed_out_at = now
+            # Members sharing the deadline may all have been decided before this runs.
+            gang.timed_out_waiting = max(waited, len(rejected) + 1)
+            metrics.gang_timed_out.inc()
+        metrics.gang_rejected.inc("timeout" if timed_out else "failure")
         if freeze:
             self.freeze(group_key, reason)
+        self.handle.group_changed(group_key)
         return rejected
 
     def release_gang(self, group_key: str, placed: int) -> list[str]:
@@ -231,7 +257,11 @@ class GangManager:
         ``placed`` counts the members already placed, including the one being permitted.
         """
         gang = self.state(group_key)
+        if gang.started:
+            self.handle.metrics.gang_schedule_duration.observe(self.handle.now() - gang.started)
+        self.handle.metrics.gang_released.inc()
         self.release(group_key)
+        gang.started = 0.0
         gang.released_at = self.handle.now()
         gang.last_failure = ""
         allowed = []
@@ -239,6 +269,7 @@ class GangManager:
             if self.handle.waiting_pods.allow(member.key, self.plugin_name):
                 allowed.append(member.key)
         gang.released_members = placed + len(allowed)
+        self.handle.group_changed(group_key)
         return allowed
 
     def expire(self, now: float) -> list[tuple[str, str]]:

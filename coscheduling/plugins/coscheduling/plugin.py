@@ -20,6 +20,7 @@ from coscheduling.framework.interfaces import (
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.plugins.coscheduling.args import parse_args
 from coscheduling.plugins.coscheduling.manager import GangManager
+from coscheduling.plugins.coscheduling.status import GroupView, build_status
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -150,14 +151,14 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
             self.manager.release_gang(group_key, counts.placed + 1)
             return SUCCESS, 0.0
         gang = self.manager.state(group_key)
-        now = self.handle.now()
-        if not gang.deadline:
-            gang.started = now
-            gang.deadline = now + self.manager.timeout_for(group)
-        missing = group.min_member - counts.placed - counts.waiting - 1
+        self.manager.start_attempt(gang, group)
+        gang.waited.add(pod.key)
+        ready = counts.placed + counts.waiting + 1
+        self.handle.group_changed(group_key)
         return (
-            Status(Code.WAIT, (f"waiting for {missing} more members of PodGroup {group_key}",)),
-            max(0.0, gang.deadline - now),
+            Status(Code.WAIT, (f"waiting for {group.min_member - ready} more members of "
+                               f"PodGroup {group_key}, {ready}/{group.min_member} ready",)),
+            max(0.0, gang.deadline - self.handle.now()),
         )
 
     # -- cluster events ------------------------------------------------------------------
@@ -188,4 +189,32 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
 
     def housekeeping(self, now: float) -> list[str]:
         expired = [key for key, _ in self.manager.expire(now)]
-        return expired + self.manager.expire_frozen()
+        thawed = self.manager.expire_frozen()
+        for key in thawed:
+            self.handle.group_changed(key)
+        metrics = self.handle.metrics
+        waiting = {w.pod.group_key for w in self.handle.waiting_pods if w.pod.group_key}
+        metrics.gangs_waiting.set(float(len(waiting)))
+        metrics.gangs_frozen.set(float(len(self.manager.frozen_keys())))
+        return expired + thawed
+
+    # -- status ----------------------------------------------------------------------------
+    def status_of(self, group_key: str) -> dict[str, Any] | None:
+        """The PodGroup status to write for ``group_key`` (None if the group is gone)."""
+        with self.handle.cache.lock:
+            group = self.handle.podgroup(group_key)
+            if group is None or not group.valid:
+                return None
+            manager = self.manager
+            frozen = manager.frozen(group_key)
+            view = GroupView(
+                group=group,
+                members=self.handle.cache.group_pods(group_key),
+                finished=dict(self.handle.finished_members(group_key)),
+                counts=manager.counts(group_key),
+                gang=manager.gangs.get(group_key),
+                frozen_until=manager.frozen_until(group_key),
+                frozen_reason=frozen[1] if frozen is not None else "",
+                timeout=manager.timeout_for(group),
+            )
+            return build_status(view)

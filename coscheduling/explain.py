@@ -1,0 +1,95 @@
+"""``coscheduling explain NAMESPACE/GROUP``: why a gang is where it is, for a person.
+
+Everything comes from the API server (the PodGroup's status and conditions, the members'
+PodScheduled conditions and the scheduler's events), so it works from any machine with read
+access, whichever replica is leading.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION
+from coscheduling.api.podgroups import parse_podgroup
+from coscheduling.api.times import format_duration, parse_rfc3339
+from coscheduling.cluster.client import ApiError, KubeClient, q
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+            for row in rows]
+
+
+def _latest_events(client: KubeClient, namespace: str) -> dict[str, dict[str, Any]]:
+    events = client.get(f"/api/v1/namespaces/{q(namespace)}/events").get("items") or []
+    latest: dict[str, dict[str, Any]] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if involved.get("kind") != "Pod":
+            continue
+        name = involved.get("name", "")
+        stamp = parse_rfc3339(event.get("lastTimestamp") or event.get("eventTime"))
+        if name not in latest or stamp >= latest[name]["_stamp"]:
+            latest[name] = {**event, "_stamp": stamp}
+    return latest
+
+
+def _member_row(pod: dict[str, Any], event: dict[str, Any] | None) -> list[str]:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    node = spec.get("nodeName") or "-"
+    phase = status.get("phase", "Pending")
+    why = ""
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            why = condition.get("message", "")
+    if node != "-":
+        state, why = ("bound" if phase == "Pending" else phase.lower()), ""
+    elif event is not None and event.get("reason") == "Waiting":
+        state, why = "waiting", event.get("message", why)
+    else:
+        state = "pending"
+    return [meta["name"], node, state, why or "-"]
+
+
+def explain(client: KubeClient, namespace: str, name: str) -> str:
+    path = f"/apis/{GROUP_API}/{GROUP_VERSION}/namespaces/{q(namespace)}/podgroups/{q(name)}"
+    try:
+        raw = client.get(path)
+    except ApiError as err:
+        if err.not_found:
+            return f'PodGroup "{namespace}/{name}" not found.'
+        raise
+    group = parse_podgroup(raw)
+    status = raw.get("status") or {}
+    lines = [f"PodGroup {namespace}/{name}: phase {status.get('phase') or 'Pending'}, "
+             f"minMember {group.min_member}"
+             + (f", maxScheduleTime {format_duration(group.max_schedule_time)}"
+                if group.max_schedule_time else "")]
+    if group.errors:
+        lines.append("  INVALID: " + "; ".join(group.errors))
+    lines.append(f"  scheduled {status.get('scheduled', 0)}, running {status.get('running', 0)}"
+                 f", succeeded {status.get('succeeded', 0)}, failed {status.get('failed', 0)}"
+                 + (f"; attempt started {status['scheduleStartTime']}"
+                    if status.get("scheduleStartTime") else ""))
+    conditions = status.get("conditions") or []
+    if conditions:
+        lines.append("Conditions:")
+        lines += _table([["TYPE", "STATUS", "SINCE", "MESSAGE"]] + [
+            [c.get("type", ""), c.get("status", ""), c.get("lastTransitionTime", ""),
+             c.get("message", "")] for c in conditions])
+    pods = client.get(f"/api/v1/namespaces/{q(namespace)}/pods",
+                      labelSelector=f"{GROUP_LABEL}={name}").get("items") or []
+    events = _latest_events(client, namespace) if pods else {}
+    lines.append(f"Members ({len(pods)} of minMember {group.min_member}):")
+    if pods:
+        rows = [_member_row(p, events.get(p["metadata"]["name"]))
+                for p in sorted(pods, key=lambda p: p["metadata"]["name"])]
+        lines += _table([["NAME", "NODE", "STATE", "WHY"], *rows])
+        bound = sum(1 for row in rows if row[1] != "-")
+        if bound < group.min_member:
+            lines.append(f"Waiting for: {group.min_member - bound} more members to be placed "
+                         f"together with the {bound} placed.")
+    else:
+        lines.append(f"  none: create pods labelled {GROUP_LABEL}: {name} in {namespace}")
+    return "\n".join(lines)

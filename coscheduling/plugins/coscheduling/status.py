@@ -1,0 +1,97 @@
+"""A PodGroup's status, from what the scheduler knows: phase, counts and conditions.
+
+Phases follow the seed design: Pending (nothing happening), PreScheduling (fewer member pods
+exist than minMember), Scheduling (an attempt holds claims or waiting members), Scheduled
+(minMember released or bound), Running (minMember running), Finished (minMember succeeded and
+none running), Failed (members failed and none is left running or placed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from coscheduling.api import podgroups as pg
+from coscheduling.api.times import format_duration, format_rfc3339
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.plugins.coscheduling.manager import GangCounts, GangState
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """Everything the status is made of, gathered under the cache lock."""
+
+    group: PodGroup
+    members: Sequence[Pod]
+    finished: Mapping[str, str]
+    counts: GangCounts
+    gang: GangState | None
+    frozen_until: float
+    frozen_reason: str
+    timeout: float
+
+
+def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, str]:
+    return {"type": kind, "status": "True" if status else "False", "reason": reason,
+            "message": message}
+
+
+def build_status(view: GroupView) -> dict[str, Any]:
+    group, gang = view.group, view.gang
+    minimum = group.min_member
+    succeeded = sum(1 for phase in view.finished.values() if phase == "Succeeded")
+    failed = sum(1 for phase in view.finished.values() if phase == "Failed")
+    bound = sum(1 for p in view.members if p.node_name)
+    running = sum(1 for p in view.members if p.node_name and p.phase == "Running")
+    released = view.counts.placed
+    attempt = bool(gang is not None and gang.deadline)
+    if succeeded >= minimum and running == 0:
+        phase = pg.PHASE_FINISHED
+    elif failed and running + released + view.counts.waiting == 0 and succeeded < minimum \
+            and len(view.members) < minimum:
+        phase = pg.PHASE_FAILED
+    elif running >= minimum:
+        phase = pg.PHASE_RUNNING
+    elif released >= minimum or (bound and bound + succeeded >= minimum):
+        phase = pg.PHASE_SCHEDULED
+    elif attempt or view.counts.waiting:
+        phase = pg.PHASE_SCHEDULING
+    elif view.counts.members < minimum:
+        phase = pg.PHASE_PRE_SCHEDULING
+    else:
+        phase = pg.PHASE_PENDING
+
+    conditions = []
+    if phase in (pg.PHASE_SCHEDULED, pg.PHASE_RUNNING, pg.PHASE_FINISHED):
+        conditions.append(_condition(
+            "Scheduled", True, "GangReleased",
+            f"minMember {minimum} reached: {max(released, bound + succeeded)} members placed"))
+    else:
+        reason = gang.last_failure if gang is not None else ""
+        if phase == pg.PHASE_PRE_SCHEDULING:
+            reason = (f"waiting for member pods: {view.counts.members} of minMember "
+                      f"{minimum} exist")
+        if reason:
+            conditions.append(_condition("Unschedulable", True, "GangUnschedulable", reason))
+        if view.frozen_until:
+            conditions.append(_condition(
+                "Frozen", True, "FailedAttempt",
+                f"not retried before {format_rfc3339(view.frozen_until)} unless the cluster "
+                f"changes: {view.frozen_reason}"))
+        if gang is not None and gang.timed_out_at and gang.timed_out_at >= gang.released_at:
+            conditions.append(_condition(
+                "TimedOut", True, "MaxScheduleTimeExceeded",
+                f"{gang.timed_out_waiting} members were waiting when maxScheduleTime "
+                f"({format_duration(view.timeout)}) ran out at "
+                f"{format_rfc3339(gang.timed_out_at)}"))
+    status: dict[str, Any] = {
+        "phase": phase, "scheduled": bound + succeeded + failed, "running": running,
+        "succeeded": succeeded, "failed": failed, "conditions": conditions,
+    }
+    if gang is not None and gang.started:
+        status["scheduleStartTime"] = format_rfc3339(gang.started)
+    return status
