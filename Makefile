@@ -33,6 +33,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check coscheduling tests
 	$(VENV)/bin/mypy coscheduling
 
+# The main job: the seed examples on a local control plane started here, then stopped.
+demo: $(STAMP)
+	$(PY) -m coscheduling.demo
+
 # Start a local control plane and leave it running; prints the kubeconfig path.
 cluster: $(STAMP)
 	$(PY) -m coscheduling localcluster up --workdir $(WORKDIR)

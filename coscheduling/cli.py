@@ -38,9 +38,15 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     if not service.start(sync_timeout=None):
         return 1
-    print(f"coscheduling: scheduling pods with schedulerName={config.scheduler_name}",
+    print(f"coscheduling: scheduling pods with schedulerName={config.scheduler_name}"
+          + (" once it holds the leader lease" if service.elector else ""),
           file=sys.stderr, flush=True)
-    stop.wait()
+    while not stop.wait(0.5):
+        if service.lost_leadership.is_set():
+            print("coscheduling: lost the leader lease; exiting so a restart rejoins as a "
+                  "follower", file=sys.stderr, flush=True)
+            service.stop()
+            return 1
     service.stop()
     return 0
 

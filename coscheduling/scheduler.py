@@ -155,6 +155,8 @@ class Scheduler:
     def bind(self, pod: Pod, node_name: str) -> Status:
         if self.client is None:
             return Status.error("no API client: this scheduler cannot bind")
+        if not self.active.is_set():
+            return Status.error("not binding: this replica is not the leader")
         try:
             self.client.bind(pod.namespace, pod.name, pod.uid, node_name)
         except ApiError as err:
@@ -355,6 +357,11 @@ class Scheduler:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def reject_all_waiting(self, reason: str) -> None:
+        with self._cache.lock:
+            for waiting in self._waiting:
+                self._waiting.reject(waiting.key, "Scheduler", reason)
 
     def alive(self) -> bool:
         """Liveness: the loops this scheduler started are still running."""

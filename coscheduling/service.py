@@ -13,6 +13,7 @@ from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cluster.client import ClientSettings, KubeClient
 from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, wait_synced
+from coscheduling.cluster.leaderelection import LeaderElector
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.eventhandlers import FinishedPodEvents, NodeEvents, PodEvents, PodGroupEvents
@@ -70,6 +71,13 @@ class SchedulerService:
         if config.metrics_bind_address:
             self.http = HttpEndpoint(config.metrics_bind_address, s.metrics,
                                      ready=lambda: self.synced, alive=s.alive)
+        self.elector: LeaderElector | None = None
+        self.lost_leadership = threading.Event()
+        if config.leader_election.leader_elect:
+            s.active.clear()  # followers watch and keep their caches warm, but do not schedule
+            self.elector = LeaderElector(self.client, config.leader_election,
+                                         on_started_leading=self._started_leading,
+                                         on_stopped_leading=self._stopped_leading)
         self.stopped = threading.Event()
 
     def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:
@@ -86,13 +94,29 @@ class SchedulerService:
                  len(self.scheduler.podgroups()))
         if schedule:
             self.scheduler.start_loops()
+            if self.elector is not None:
+                self.elector.start()
         return True
+
+    def _started_leading(self) -> None:
+        # The previous leader's assumed and waiting pods are gone with it: look at every
+        # parked pod again.
+        self.scheduler.capacity_freed()
+        self.scheduler.active.set()
+
+    def _stopped_leading(self) -> None:
+        """Stop scheduling and binding at once; the process is expected to exit."""
+        self.scheduler.active.clear()
+        self.scheduler.reject_all_waiting("this scheduler replica lost its leader lease")
+        self.lost_leadership.set()
 
     @property
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers)
 
     def stop(self) -> None:
+        if self.elector is not None:
+            self.elector.stop()
         for informer in self.informers:
             informer.stop()
         if self.http is not None:

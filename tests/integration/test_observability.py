@@ -55,7 +55,8 @@ class GroupWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                query = {"resourceVersion": self._rv, "fieldSelector": f"metadata.name={self._name}"}
+                query = {"resourceVersion": self._rv,
+                         "fieldSelector": f"metadata.name={self._name}"}
                 for event in self._kube.watch(self._path, query, 2):
                     obj = event.get("object") or {}
                     if event.get("type") == "MODIFIED":

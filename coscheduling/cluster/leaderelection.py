@@ -1,0 +1,140 @@
+"""Leader election on a coordination.k8s.io Lease, with kube-scheduler's timing rules.
+
+A candidate takes the Lease when it is free or its holder stopped renewing for
+``lease_duration``; the leader renews every ``retry_period`` and gives up leadership the
+moment it has gone ``renew_deadline`` without a successful renewal, before any other
+candidate may take over (renew_deadline < lease_duration), so two leaders never overlap.
+Updates use the Lease's resourceVersion, so two candidates cannot both win a race.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from coscheduling.api.times import format_rfc3339_micro, parse_rfc3339
+from coscheduling.cluster.client import ApiError, KubeClient, q
+from coscheduling.config.types import LeaderElection
+
+log = logging.getLogger(__name__)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class LeaderElector:
+    def __init__(self, client: KubeClient, settings: LeaderElection, *,
+                 on_started_leading: Callable[[], None],
+                 on_stopped_leading: Callable[[], None],
+                 identity: str = "") -> None:
+        self.client = client
+        self.settings = settings
+        self.identity = identity or default_identity()
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self.leading = threading.Event()
+        self.transitions = 0
+        self._stop = threading.Event()
+        self._path = (f"/apis/coordination.k8s.io/v1/namespaces/"
+                      f"{q(settings.resource_namespace)}/leases")
+        self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, release: bool = True) -> None:
+        """Stop; a leader hands the Lease back so a follower takes over without waiting."""
+        self._stop.set()
+        self._thread.join(timeout=self.settings.retry_period + 5)
+        if release and self.leading.is_set():
+            self._release()
+
+    def _run(self) -> None:
+        last_renew = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            try:
+                acquired = self._try_acquire_or_renew()
+            except ApiError as err:
+                log.warning("leader election: %s", err)
+                acquired = False
+            if acquired:
+                last_renew = now
+                if not self.leading.is_set():
+                    log.info("became leader (%s)", self.identity)
+                    self.leading.set()
+                    self.on_started_leading()
+            elif self.leading.is_set() and now - last_renew >= self.settings.renew_deadline:
+                log.error("lost leadership: no renewal for %.1fs", now - last_renew)
+                self.leading.clear()
+                self.on_stopped_leading()
+            self._stop.wait(self.settings.retry_period)
+
+    def _lease_body(self, spec: dict[str, Any], rv: str = "") -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": self.settings.resource_name,
+                                "namespace": self.settings.resource_namespace}
+        if rv:
+            meta["resourceVersion"] = rv
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": spec}
+
+    def _try_acquire_or_renew(self) -> bool:
+        now = time.time()
+        stamp = format_rfc3339_micro(now)
+        name = q(self.settings.resource_name)
+        try:
+            lease = self.client.get(f"{self._path}/{name}")
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            fresh = {"holderIdentity": self.identity, "acquireTime": stamp, "renewTime": stamp,
+                     "leaseDurationSeconds": int(self.settings.lease_duration),
+                     "leaseTransitions": 0}
+            try:
+                self.client.create(self._path, self._lease_body(fresh))
+            except ApiError as create_err:
+                if create_err.conflict:
+                    return False
+                raise
+            return True
+        spec: dict[str, Any] = dict(lease.get("spec") or {})
+        holder = spec.get("holderIdentity") or ""
+        renewed = parse_rfc3339(spec.get("renewTime"))
+        duration = float(spec.get("leaseDurationSeconds") or self.settings.lease_duration)
+        if holder and holder != self.identity and now < renewed + duration:
+            return False  # someone else holds a live lease
+        if holder != self.identity:
+            spec["acquireTime"] = stamp
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            self.transitions += 1
+        spec.update(holderIdentity=self.identity, renewTime=stamp,
+                    leaseDurationSeconds=int(self.settings.lease_duration))
+        try:
+            self.client.request("PUT", f"{self._path}/{name}",
+                                body=self._lease_body(spec, lease["metadata"]["resourceVersion"]))
+        except ApiError as err:
+            if err.conflict:
+                return False  # another candidate updated it first
+            raise
+        return True
+
+    def _release(self) -> None:
+        name = q(self.settings.resource_name)
+        try:
+            lease = self.client.get(f"{self._path}/{name}")
+            spec = dict(lease.get("spec") or {})
+            if spec.get("holderIdentity") != self.identity:
+                return
+            spec["holderIdentity"] = ""
+            spec["leaseDurationSeconds"] = 1
+            self.client.request("PUT", f"{self._path}/{name}",
+                                body=self._lease_body(spec, lease["metadata"]["resourceVersion"]))
+        except ApiError as err:
+            log.warning("could not release the lease: %s", err)
+        self.leading.clear()

@@ -1,0 +1,249 @@
+"""``make demo``: the seed examples on a local control plane, end to end, for a person.
+
+Starts etcd + kube-apiserver + kube-controller-manager (built from Go modules on first use),
+creates kubelet-less nodes, starts the scheduler through deploy/start.sh (as a user would),
+applies examples/ with kubectl, prints where every pod went or why it waits, checks each
+example's expected outcome, and stops everything it started.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from coscheduling import GROUP_LABEL
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
+from coscheduling.localcluster import LocalCluster, ensure_binaries
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004")
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.3)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _node(kube: KubeClient, name: str, cpu: str, labels: dict[str, str],
+          gpus: int = 0) -> None:
+    resources = {"cpu": cpu, "memory": "64Gi", "pods": "110"}
+    if gpus:
+        resources["nvidia.com/gpu"] = str(gpus)
+    node = kube.create("/api/v1/nodes", {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {"capacity": resources, "allocatable": resources,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                   "message": "demo node (no kubelet)"}]},
+    })
+    # No node-lifecycle controller runs (no kubelets), so lift the not-ready taint it would.
+    taints = [t for t in (node.get("spec") or {}).get("taints") or ()
+              if t.get("key") != "node.kubernetes.io/not-ready"]
+    kube.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints or None}})
+
+
+def _kubectl(kubeconfig: Path, *args: str) -> None:
+    subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def _pods(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    items = kube.get(f"/api/v1/namespaces/{namespace}/pods").get("items") or []
+    return sorted(items, key=lambda p: p["metadata"]["name"])
+
+
+def _bound(kube: KubeClient, namespace: str, group: str) -> list[str]:
+    return [p["spec"]["nodeName"] for p in _pods(kube, namespace)
+            if (p["metadata"].get("labels") or {}).get(GROUP_LABEL) == group
+            and p["spec"].get("nodeName")]
+
+
+def _why(pod: dict[str, Any]) -> str:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message", ""))
+    return "not tried yet"
+
+
+def _print_state(kube: KubeClient, namespace: str) -> None:
+    rows = [["POD", "GROUP", "NODE", "WHY PENDING"]]
+    for pod in _pods(kube, namespace):
+        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL, "-")
+        node = pod["spec"].get("nodeName") or "-"
+        why = "" if node != "-" else _why(pod)
+        if len(why) > 110:
+            why = why[:107] + "..."
+        rows.append([pod["metadata"]["name"], group, node, why])
+    groups = kube.get(f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups")
+    _say(f"  pods in {namespace}:")
+    _table(rows)
+    grows = [["PODGROUP", "PHASE", "MINMEMBER", "SCHEDULED", "CONDITION"]]
+    for group in groups.get("items") or ():
+        status = group.get("status") or {}
+        conditions = status.get("conditions") or []
+        latest = next((c for c in conditions if c.get("status") == "True"), {})
+        note = f"{latest.get('type')}: {latest.get('message', '')}" if latest else ""
+        if len(note) > 100:
+            note = note[:97] + "..."
+        grows.append([group["metadata"]["name"], status.get("phase", "-"),
+                      str(group["spec"]["minMember"]), str(status.get("scheduled", 0)), note])
+    _table(grows)
+    _say()
+
+
+def _table(rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        _say("    " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+
+
+class Demo:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.cluster = LocalCluster(workdir / "cluster", binaries=ensure_binaries(log=_say),
+                                    log=_say)
+        self.results: list[tuple[str, bool, str]] = []
+        self.env = {**os.environ, "COSCHEDULING_STATE_DIR": str(workdir / "scheduler")}
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        self.results.append((name, ok, detail))
+        _say(f"  {'PASS' if ok else 'FAIL'}  {name}: {detail}")
+
+    def run(self) -> int:
+        _say("== starting a local control plane (etcd, kube-apiserver, kube-controller-manager)")
+        self.cluster.start()
+        kubeconfig = self.cluster.kubeconfig
+        kube = KubeClient(ClientSettings(kubeconfig=str(kubeconfig), qps=100, burst=200))
+        try:
+            self._nodes(kube)
+            _say("== starting the scheduler: deploy/start.sh --background "
+                 "--config examples/binpack-config.yaml")
+            subprocess.run([str(REPO / "deploy" / "start.sh"), "--kubeconfig", str(kubeconfig),
+                            "--config", str(EXAMPLES / "binpack-config.yaml"), "--background"],
+                           check=True, env=self.env)
+            self._examples(kube, kubeconfig)
+        finally:
+            subprocess.run([str(REPO / "deploy" / "start.sh"), "stop"], env=self.env,
+                           check=False)
+            kube.close()
+            self.cluster.stop()
+        failed = [name for name, ok, _ in self.results if not ok]
+        _say(f"== {len(self.results) - len(failed)}/{len(self.results)} expected outcomes seen"
+             + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+        return 1 if failed else 0
+
+    def _nodes(self, kube: KubeClient) -> None:
+        _say("== creating nodes (API objects, no kubelets)")
+        _node(kube, "seed000-a", "3", {"demo": "seed000"})
+        _node(kube, "seed000-b", "2", {"demo": "seed000"})
+        _node(kube, "seed001-a", "8", {"demo": "seed001"})
+        _node(kube, "seed004-a", "8", {"demo": "seed004"}, gpus=4)
+        _node(kube, "seed004-b", "8", {"demo": "seed004"}, gpus=4)
+        _say("   seed000-a 3 cpu, seed000-b 2 cpu | seed001-a 8 cpu (0.9 used) | "
+             "seed004-a/b 8 cpu + 4 nvidia.com/gpu each")
+
+    def _examples(self, kube: KubeClient, kubeconfig: Path) -> None:
+        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "namespaces.yaml"))
+        for namespace in NAMESPACES:
+            _wait(lambda ns=namespace: _has_default_sa(kube, ns), 60,
+                  f"the default ServiceAccount of {namespace}")
+        kube.create("/api/v1/namespaces/demo-seed001/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "system-load"},
+            "spec": {"nodeName": "seed001-a", "containers": [
+                {"name": "load", "image": "pause",
+                 "resources": {"requests": {"cpu": "900m", "memory": "140Mi"}}}]}})
+        for example in ("seed000-job.yaml", "seed001-race.yaml", "seed004-binpack.yaml"):
+            _say(f"== kubectl apply -f examples/{example}")
+            _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / example))
+
+        _say("\n== seed 000: a Job of 6 pods, PodGroup minMember 6, 5 cpu in its nodes")
+        _wait(lambda: len(_pods(kube, "demo-seed000")) == 6, 60, "the Job's 6 pods")
+        _wait(lambda: all("cannot be placed" in _why(p) for p in _pods(kube, "demo-seed000"))
+              and "cannot be placed" in _group_note(kube, "demo-seed000", "qj-1"),
+              60, "the scheduler's verdict on the gang and every member")
+        _print_state(kube, "demo-seed000")
+        self.check("seed000 waits whole", not _bound(kube, "demo-seed000", "qj-1"),
+                   f"{len(_bound(kube, 'demo-seed000', 'qj-1'))}/6 bound with room for 5")
+        _say("   adding node seed000-c (1 cpu)...")
+        _node(kube, "seed000-c", "1", {"demo": "seed000"})
+        self._expect("seed000 runs whole once it fits",
+                     lambda: len(_bound(kube, "demo-seed000", "qj-1")) == 6, "6/6 bound")
+        _settled(kube, "demo-seed000", "qj-1", 6)
+        _print_state(kube, "demo-seed000")
+
+        _say("== seed 001: two gangs of 5 x 1 cpu race for 7.1 free cpu")
+        self._expect("seed001 exactly one gang runs, whole",
+                     lambda: sorted([len(_bound(kube, "demo-seed001", "group1")),
+                                     len(_bound(kube, "demo-seed001", "group2"))]) == [0, 5],
+                     "one gang 5/5 bound, the other 0/5")
+        winner = "group1" if _bound(kube, "demo-seed001", "group1") else "group2"
+        loser = "group2" if winner == "group1" else "group1"
+        _settled(kube, "demo-seed001", winner, 5)
+        _wait(lambda: "cannot be placed" in _group_note(kube, "demo-seed001", loser), 30,
+              "the losing gang's verdict")
+        _print_state(kube, "demo-seed001")
+
+        _say("== seed 004: binpack (RequestedToCapacityRatio on cpu and nvidia.com/gpu)")
+        self._expect("seed004 gang packed on one node",
+                     lambda: len(_bound(kube, "demo-seed004", "tf-smoke-gpu")) == 5
+                     and len(set(_bound(kube, "demo-seed004", "tf-smoke-gpu"))) == 1,
+                     "5/5 bound on a single node")
+        _settled(kube, "demo-seed004", "tf-smoke-gpu", 5)
+        _print_state(kube, "demo-seed004")
+
+    def _expect(self, name: str, condition: Callable[[], bool], detail: str) -> None:
+        try:
+            _wait(condition, 60, name)
+        except TimeoutError:
+            self.check(name, False, f"not seen within 60s: {detail}")
+            return
+        self.check(name, True, detail)
+
+
+def _group_status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    path = f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups/{name}"
+    return dict(kube.get(path).get("status") or {})
+
+
+def _group_note(kube: KubeClient, namespace: str, name: str) -> str:
+    conditions = _group_status(kube, namespace, name).get("conditions") or []
+    return " ".join(str(c.get("message", "")) for c in conditions)
+
+
+def _settled(kube: KubeClient, namespace: str, name: str, scheduled: int) -> None:
+    """PodGroup status is written at most once a second: wait for it to catch up."""
+    _wait(lambda: _group_status(kube, namespace, name).get("scheduled") == scheduled, 30,
+          f"the status of {namespace}/{name}")
+
+
+def _has_default_sa(kube: KubeClient, namespace: str) -> bool:
+    try:
+        kube.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+    except ApiError:
+        return False
+    return True
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="coscheduling-demo-") as tmp:
+        return Demo(Path(tmp)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
