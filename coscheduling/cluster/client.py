@@ -53,7 +53,7 @@ class ClientSettings:
     qps: float = 200.0
     burst: int = 400
     connection_pool: int = 32
-    # Extra headers tests use to act as another identity (e.g. a ServiceAccount token).
+    # A bearer token that replaces the kubeconfig's credential (e.g. a ServiceAccount's).
     token: str = ""
 
 
@@ -76,6 +76,9 @@ def load_configuration(settings: ClientSettings) -> k8s_client.Configuration:
         raise ApiError(0, f"cannot load credentials from {source}: {err}") from err
     configuration.connection_pool_maxsize = settings.connection_pool
     if settings.token:
+        # An explicit token wins: drop the kubeconfig's refresh hook, which would put the
+        # kubeconfig's own credential back before every request.
+        configuration.refresh_api_key_hook = None
         configuration.api_key = {"authorization": "Bearer " + settings.token}
     return configuration
 

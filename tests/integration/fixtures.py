@@ -100,6 +100,17 @@ def _has_default_sa(core: Any, namespace: str) -> bool:
     return True
 
 
+def released_by(service: SchedulerService) -> Callable[[str], int]:
+    """How many members of a gang the in-process scheduler released at once."""
+
+    def released(group_key: str) -> int:
+        plugin = service.scheduler.framework.instances.get("Coscheduling")
+        gang = plugin.manager.gangs.get(group_key) if plugin is not None else None  # type: ignore[attr-defined]
+        return int(gang.released_members) if gang is not None else 0
+
+    return released
+
+
 class RunningScheduler:
     """A scheduler in this process, with its own schedulerName, and a watcher of
     the invariants on every namespace the test hands it."""
@@ -124,11 +135,7 @@ class RunningScheduler:
         self._started = False
 
     def _released(self, group_key: str) -> int:
-        plugin = self.service.scheduler.framework.instances.get("Coscheduling")
-        if plugin is None:
-            return 0
-        gang = plugin.manager.gangs.get(group_key)  # type: ignore[attr-defined]
-        return int(gang.released_members) if gang is not None else 0
+        return released_by(self.service)(group_key)
 
     def watch(self, namespace: str) -> None:
         self.watcher.namespaces.add(namespace)

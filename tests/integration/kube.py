@@ -122,7 +122,9 @@ class InvariantWatcher:
     * no node is over-committed by the pods bound to it;
     * no pod changes node once bound (bound twice);
     * no gang is seen bound below minMember unless the scheduler had released at least
-      minMember of its members together (binds of a released gang land a few ms apart);
+      minMember of its members together (binds of a released gang land a few ms apart).
+      This needs ``released`` (the in-process scheduler's record); for a scheduler in another
+      process only the settled check below applies;
     * at ``check_settled()``: every gang is bound 0 or >= minMember.
     """
 
@@ -189,7 +191,7 @@ class InvariantWatcher:
                 self.violations.append(f"{pod.key} moved from {previous[0]} to {pod.node_name}")
             self._bound[pod.key] = (pod.node_name, pod.requests, pod.group_key)
             self._check_node(pod.node_name)
-            if pod.group_key and pod.namespace in self.namespaces:
+            if pod.group_key and pod.namespace in self.namespaces and self.released:
                 self._check_gang(pod.group_key)
 
     def _check_node(self, node_name: str) -> None:
