@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import signal
 import sys
 import threading
@@ -36,6 +37,7 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump every stack
     if not service.start(sync_timeout=None):
         return 1
     print(f"coscheduling: scheduling pods with schedulerName={config.scheduler_name}"

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,8 @@ def _print_state(kube: KubeClient, namespace: str) -> None:
     for group in groups.get("items") or ():
         status = group.get("status") or {}
         conditions = status.get("conditions") or []
-        latest = next((c for c in conditions if c.get("status") == "True"), {})
+        latest: dict[str, Any] = next(
+            (c for c in conditions if c.get("status") == "True"), {})
         note = f"{latest.get('type')}: {latest.get('message', '')}" if latest else ""
         if len(note) > 100:
             note = note[:97] + "..."
@@ -161,7 +163,7 @@ class Demo:
     def _examples(self, kube: KubeClient, kubeconfig: Path) -> None:
         _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "namespaces.yaml"))
         for namespace in NAMESPACES:
-            _wait(lambda ns=namespace: _has_default_sa(kube, ns), 60,
+            _wait(partial(_has_default_sa, kube, namespace), 60,
                   f"the default ServiceAccount of {namespace}")
         kube.create("/api/v1/namespaces/demo-seed001/pods", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "system-load"},

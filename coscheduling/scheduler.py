@@ -123,6 +123,8 @@ class Scheduler:
         self._threads: list[threading.Thread] = []
         self.active = threading.Event()  # cleared: watch and answer, but do not schedule
         self.active.set()
+        # Leader election sets this; a bind goes out only while it answers True.
+        self.may_bind: Callable[[], bool] = lambda: True
 
     # -- Handle ------------------------------------------------------------------------
     @property
@@ -155,8 +157,8 @@ class Scheduler:
     def bind(self, pod: Pod, node_name: str) -> Status:
         if self.client is None:
             return Status.error("no API client: this scheduler cannot bind")
-        if not self.active.is_set():
-            return Status.error("not binding: this replica is not the leader")
+        if not self.active.is_set() or not self.may_bind():
+            return Status.error("not binding: this replica does not hold the leader lease")
         try:
             self.client.bind(pod.namespace, pod.name, pod.uid, node_name)
         except ApiError as err:

@@ -78,6 +78,7 @@ class SchedulerService:
             self.elector = LeaderElector(self.client, config.leader_election,
                                          on_started_leading=self._started_leading,
                                          on_stopped_leading=self._stopped_leading)
+            s.may_bind = self.elector.holds_lease
         self.stopped = threading.Event()
 
     def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:

@@ -40,6 +40,7 @@ class LeaderElector:
         self.on_stopped_leading = on_stopped_leading
         self.leading = threading.Event()
         self.transitions = 0
+        self._last_renew = 0.0
         self._stop = threading.Event()
         self._path = (f"/apis/coordination.k8s.io/v1/namespaces/"
                       f"{q(settings.resource_namespace)}/leases")
@@ -65,7 +66,7 @@ class LeaderElector:
                 log.warning("leader election: %s", err)
                 acquired = False
             if acquired:
-                last_renew = now
+                last_renew = self._last_renew = now
                 if not self.leading.is_set():
                     log.info("became leader (%s)", self.identity)
                     self.leading.set()
@@ -75,6 +76,13 @@ class LeaderElector:
                 self.leading.clear()
                 self.on_stopped_leading()
             self._stop.wait(self.settings.retry_period)
+
+    def holds_lease(self) -> bool:
+        """Leading, and renewed within renewDeadline: checked before every bind, so a
+        leader whose election thread is starved cannot go on binding after a follower may
+        have taken over."""
+        return (self.leading.is_set()
+                and time.monotonic() - self._last_renew < self.settings.renew_deadline)
 
     def _lease_body(self, spec: dict[str, Any], rv: str = "") -> dict[str, Any]:
         meta: dict[str, Any] = {"name": self.settings.resource_name,
