@@ -75,14 +75,28 @@ def wait_for() -> Callable[..., Any]:
     return _wait_for
 
 
+_SESSION_PIDS: list[int] = []
+
+
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     cluster = LocalCluster(tmp_path_factory.mktemp("localcluster"), binaries=ensure_binaries())
     cluster.start()
+    _SESSION_PIDS.extend(cluster.pids.values())
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After the session cluster was stopped, none of its processes may be left running."""
+    alive = [pid for pid in _SESSION_PIDS if Path(f"/proc/{pid}").exists()
+             and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()]
+    if alive:
+        print(f"\ncontrol-plane processes left running after the tests: {alive}",
+              file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _api_client(kubeconfig: Path) -> client.ApiClient:

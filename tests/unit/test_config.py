@@ -1,0 +1,120 @@
+"""Configuration: defaults, plugin merging, and validation that names the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coscheduling.config import ConfigError, parse_config
+from coscheduling.config.load import dump_defaults
+from coscheduling.plugins.registry import default_registry
+
+HEAD = {"apiVersion": "config.batch.scheduler.tencent.com/v1",
+        "kind": "SchedulerConfiguration"}
+
+
+def _parse(**fields: Any) -> Any:
+    return parse_config({**HEAD, **fields}, default_registry())
+
+
+def test_defaults() -> None:
+    config = parse_config(None, default_registry())
+    assert config.scheduler_name == "batch-scheduler"
+    assert config.plugins.queue_sort == "Coscheduling"
+    assert "Coscheduling" in config.plugins.permit
+    assert config.plugins.score == {"NodeResourcesFit": 1, "TaintToleration": 3}
+    assert config.plugin_args["Coscheduling"] == {"defaultMaxScheduleSeconds": 60.0,
+                                                  "freezeSeconds": 20.0}
+    assert config.leader_election.lease_duration == 15
+    assert (config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds) == (1, 10)
+
+
+def test_dumped_defaults_parse_back_to_the_defaults() -> None:
+    assert parse_config(dump_defaults(), default_registry()) == parse_config(
+        None, default_registry())
+
+
+def test_plugin_merge_disable_enable_and_weights() -> None:
+    config = _parse(plugins={
+        "score": {"disabled": [{"name": "*"}],
+                  "enabled": [{"name": "NodeResourcesFit", "weight": 5}]},
+        "queueSort": {"disabled": [{"name": "Coscheduling"}],
+                      "enabled": [{"name": "PrioritySort"}]},
+        "filter": {"disabled": [{"name": "NodePorts"}]},
+    })
+    assert config.plugins.score == {"NodeResourcesFit": 5}
+    assert config.plugins.queue_sort == "PrioritySort"
+    assert "NodePorts" not in config.plugins.filter
+    assert config.plugins.filter[0] == "NodeUnschedulable"
+
+
+def test_schedulername_default_scheduler_makes_it_the_only_scheduler() -> None:
+    assert _parse(schedulerName="default-scheduler").scheduler_name == "default-scheduler"
+
+
+@pytest.mark.parametrize(("fields", "path"), [
+    ({"apiVersion": "v0"}, "apiVersion"),
+    ({"kind": "Other"}, "kind"),
+    ({"schedulerNmae": "x"}, "schedulerNmae"),
+    ({"schedulerName": ""}, "schedulerName"),
+    ({"schedulerName": 7}, "schedulerName"),
+    ({"percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
+    ({"percentageOfNodesToScore": -1}, "percentageOfNodesToScore"),
+    ({"podInitialBackoffSeconds": 0}, "podInitialBackoffSeconds"),
+    ({"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 2}, "podMaxBackoffSeconds"),
+    ({"podMaxBackoffSeconds": "ten"}, "podMaxBackoffSeconds"),
+    ({"bindingParallelism": 0}, "bindingParallelism"),
+    ({"bindingParallelism": True}, "bindingParallelism"),
+    ({"clientConnection": {"qps": -5}}, "clientConnection.qps"),
+    ({"clientConnection": {"burst": 0}}, "clientConnection.burst"),
+    ({"clientConnection": {"kubeconfg": "x"}}, "clientConnection.kubeconfg"),
+    ({"metricsBindAddress": "nowhere"}, "metricsBindAddress"),
+    ({"leaderElection": {"leaseDuration": "5s", "renewDeadline": "10s"}},
+     "leaderElection.renewDeadline"),
+    ({"leaderElection": {"retryPeriod": "-1s"}}, "leaderElection.retryPeriod"),
+    ({"leaderElection": {"leaderElect": "yes"}}, "leaderElection.leaderElect"),
+    ({"plugins": {"score": {"enabled": [{"name": "Nope"}]}}}, "plugins.score.enabled[0].name"),
+    ({"plugins": {"score": {"enabled": [{"name": "NodeResourcesFit", "weight": 0}]}}},
+     "plugins.score.enabled[0].weight"),
+    ({"plugins": {"bind": {"disabled": [{"name": "*"}]}}}, "plugins.bind"),
+    ({"plugins": {"queueSort": {"enabled": [{"name": "PrioritySort"}]}}}, "plugins.queueSort"),
+    ({"plugins": {"reserv": {}}}, "plugins.reserv"),
+    ({"pluginConfig": [{"name": "Coscheduling", "args": {"freezeSeconds": -1}}]},
+     "pluginConfig[0].args.freezeSeconds"),
+    ({"pluginConfig": [{"name": "Coscheduling", "args": {"defaultMaxScheduleSeconds": 0}}]},
+     "pluginConfig[0].args.defaultMaxScheduleSeconds"),
+    ({"pluginConfig": [{"name": "Coscheduling", "args": {"freezeSecs": 1}}]},
+     "pluginConfig[0].args.freezeSecs"),
+    ({"pluginConfig": [{"name": "NodeResourcesFit",
+                        "args": {"scoringStrategy": {"type": "Random"}}}]},
+     "pluginConfig[0].args.scoringStrategy.type"),
+    ({"pluginConfig": [{"name": "Ghost", "args": {}}]}, "pluginConfig[0].name"),
+    ({"pluginConfig": "all"}, "pluginConfig"),
+])
+def test_nonsense_values_are_refused_naming_the_field(fields: dict[str, Any],
+                                                      path: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _parse(**fields)
+    assert err.value.path.startswith(path), (err.value.path, str(err.value))
+    assert str(err.value).startswith(err.value.path)
+
+
+def test_cli_reports_config_errors_without_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**HEAD, "bindingParallelism": -4}))
+    result = subprocess.run([sys.executable, "-m", "coscheduling", "config", "validate",
+                             str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "bindingParallelism: must be >= 1, got -4" in result.stderr
+    assert "Traceback" not in result.stderr
+    garbage = tmp_path / "garbage.yaml"
+    garbage.write_text("{{{ not yaml")
+    result = subprocess.run([sys.executable, "-m", "coscheduling", "config", "validate",
+                             str(garbage)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "not valid YAML" in result.stderr
+    assert "Traceback" not in result.stderr
