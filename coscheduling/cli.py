@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         localcluster_cli.add_parser(sub)
+    from coscheduling.server import cli as server_cli
+
+    server_cli.add_parser(sub)
     return parser
 
 

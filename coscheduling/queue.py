@@ -219,6 +219,16 @@ class SchedulingQueue:
         limit = self._clock() - self._max_unschedulable
         return self.move(lambda q: q.unschedulable_since <= limit)
 
+    def rekey(self) -> None:
+        """Recompute every queued pod's sort key (the QueueSort plugin's inputs changed)."""
+        with self._lock:
+            for queued in self._pods.values():
+                queued.sort_key = self._sort_key(queued.pod)
+            active = [q for q in self._pods.values() if q.where == ACTIVE]
+            self._active = []
+            for queued in active:
+                self._push_active(queued)
+
     # -- reading -------------------------------------------------------------------------
     def get(self, key: str) -> QueuedPod | None:
         return self._pods.get(key)

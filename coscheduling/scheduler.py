@@ -385,6 +385,12 @@ class Scheduler:
             except Exception:
                 log.exception("housekeeping failed")
 
+    def refresh_queue_order(self) -> None:
+        with self._cache.lock:
+            changed = [p.queue_order_changed() for p in self.event_plugins]
+        if any(changed):
+            self.queue.rekey()
+
     def housekeeping(self) -> None:
         now = self.now()
         with self._cache.lock:
@@ -392,6 +398,7 @@ class Scheduler:
             for plugin in self.event_plugins:
                 keys += plugin.housekeeping(now)
         self.move_groups(keys)
+        self.refresh_queue_order()
         self.queue.flush_stale()
         self.metrics.set_queue_counts(self.queue.counts())
 

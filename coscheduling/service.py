@@ -25,6 +25,9 @@ from coscheduling.scheduler import Scheduler
 log = logging.getLogger(__name__)
 
 PODGROUPS_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{PLURAL}"
+# A watch that sends nothing (not even a bookmark) for this long is assumed dead and
+# re-established from its last resourceVersion: a frozen connection costs at most this.
+WATCH_TIMEOUT = 30.0
 
 
 class SchedulerService:
@@ -49,17 +52,19 @@ class SchedulerService:
         s = self.scheduler
         self.informers: list[Informer[Any]] = [
             Informer[Node](self.client, "/api/v1/nodes", parse_node, lambda n: n.name,
-                           NodeEvents(s), name="nodes"),
+                           NodeEvents(s), name="nodes", watch_read_timeout=WATCH_TIMEOUT),
             Informer[PodGroup](self.client, PODGROUPS_PATH, parse_podgroup, lambda g: g.key,
-                               PodGroupEvents(s), name="podgroups"),
+                               PodGroupEvents(s), name="podgroups",
+                               watch_read_timeout=WATCH_TIMEOUT),
             Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key, PodEvents(s),
                           field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                          name="pods"),
+                          name="pods", watch_read_timeout=WATCH_TIMEOUT),
         ]
         self.informers += [
             Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key,
                           FinishedPodEvents(s), field_selector=f"status.phase={phase}",
-                          label_selector=GROUP_LABEL, name=f"pods-{phase.lower()}")
+                          label_selector=GROUP_LABEL, name=f"pods-{phase.lower()}",
+                          watch_read_timeout=WATCH_TIMEOUT)
             for phase in ("Succeeded", "Failed")
         ]
         self.status_writer: GroupStatusWriter | None = None
@@ -93,6 +98,8 @@ class SchedulerService:
             return False
         log.info("caches synced: %d nodes, %d podgroups", self.scheduler.cache.node_count(),
                  len(self.scheduler.podgroups()))
+        # Bound members are known now: gangs a crash left partially bound go first.
+        self.scheduler.refresh_queue_order()
         if schedule:
             self.scheduler.start_loops()
             if self.elector is not None:

@@ -41,8 +41,8 @@ class Pod:
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     spec_node_name: str = ""
-    owner_uid: str = ""
-    owner_kind: str = ""
+    # The controlling owner as "Kind/name/uid" ("" for a bare pod).
+    owner: str = ""
     gated: bool = False
     host_ports: tuple[tuple[str, str, int], ...] = ()
     parse_error: str = ""
@@ -133,11 +133,11 @@ def _host_ports(spec: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
     return tuple(ports)
 
 
-def _controller(meta: dict[str, Any]) -> tuple[str, str]:
+def _controller(meta: dict[str, Any]) -> str:
     for ref in meta.get("ownerReferences") or ():
         if ref.get("controller"):
-            return str(ref.get("uid", "")), str(ref.get("kind", ""))
-    return "", ""
+            return f"{ref.get('kind', '')}/{ref.get('name', '')}/{ref.get('uid', '')}"
+    return ""
 
 
 def parse_pod(obj: dict[str, Any]) -> Pod:
@@ -149,7 +149,6 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    owner_uid, owner_kind = _controller(meta)
     pod = Pod(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -165,8 +164,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple(Toleration.parse(t) for t in spec.get("tolerations") or ()),
         spec_node_name=spec.get("nodeName") or "",
-        owner_uid=owner_uid,
-        owner_kind=owner_kind,
+        owner=_controller(meta),
         gated=bool(spec.get("schedulingGates")),
         host_ports=_host_ports(spec),
     )

@@ -21,6 +21,7 @@ from kubernetes.config.config_exception import ConfigException
 from coscheduling.cluster.ratelimit import TokenBucket
 
 CONNECT_TIMEOUT = 5.0
+IDLE_WATCH = "idle watch"
 REQUEST_TIMEOUT = 30.0
 
 
@@ -36,6 +37,11 @@ class ApiError(Exception):
     @property
     def gone(self) -> bool:
         return self.status == 410
+
+    @property
+    def idle(self) -> bool:
+        """A watch that sent nothing for its read timeout: reconnect, nothing is wrong."""
+        return self.reason.startswith(IDLE_WATCH)
 
     @property
     def not_found(self) -> bool:
@@ -173,6 +179,9 @@ class KubeClient:
                     line, buffer = buffer[:newline], buffer[newline + 1:]
                     if line.strip():
                         yield json.loads(line)
+        except urllib3.exceptions.ReadTimeoutError as err:
+            raise ApiError(0, f"{IDLE_WATCH}: nothing from {path} for {read_timeout:g}s") \
+                from err
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiError(0, f"watch of {path} broke: {err}") from err
         finally:

@@ -58,6 +58,7 @@ class Informer(Generic[R]):
         self.synced = threading.Event()
         self.relists = 0
         self.errors = 0
+        self.reconnects = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"informer:{self.name}",
                                         daemon=True)
@@ -92,6 +93,10 @@ class Informer(Generic[R]):
             except ApiError as err:
                 if self._stop.is_set():
                     return
+                if err.idle:
+                    self.reconnects += 1
+                    log.debug("%s: %s; watching again", self.name, err)
+                    continue
                 self.errors += 1
                 if err.gone:
                     log.info("%s: watch expired (410 Gone), listing again", self.name)

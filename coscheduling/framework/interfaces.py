@@ -154,3 +154,8 @@ class ClusterEventsPlugin(Plugin):
     def housekeeping(self, now: float) -> list[str]:
         """Called about once a second: expire what has a deadline."""
         return []
+
+    def queue_order_changed(self) -> bool:
+        """Whether the QueueSort keys of queued pods may have changed (then the queue is
+        re-keyed); asked after the caches sync and on housekeeping."""
+        return False

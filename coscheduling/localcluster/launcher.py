@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -197,12 +197,14 @@ class LocalCluster:
         workdir: Path,
         *,
         controller_manager: bool = True,
+        apiserver_args: Sequence[str] = (),
         die_with_parent: bool = True,
         log: Log = _default_log,
         binaries: Binaries | None = None,
     ) -> None:
         self.workdir = Path(workdir).absolute()
         self.controller_manager = controller_manager
+        self.apiserver_args = list(apiserver_args)
         self.die_with_parent = die_with_parent
         self.log = log
         self.binaries = binaries
@@ -448,6 +450,7 @@ class LocalCluster:
             # Stop within ~2s on SIGTERM instead of waiting up to 60s for open watches.
             "--shutdown-send-retry-after=true",
             "--profiling=false",
+            *self.apiserver_args,
         ]
 
     def _controller_manager_argv(self, binaries: Binaries, certs: ClusterCerts) -> list[str]:

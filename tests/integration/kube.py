@@ -146,7 +146,7 @@ class InvariantWatcher:
         listing = self.kube.get("/api/v1/pods")
         self._rv = listing["metadata"]["resourceVersion"]
         for item in listing.get("items") or ():
-            self._observe(item)
+            self._observe(item, judge_gang=False)  # inherited state, not the scheduler's act
         self._thread.start()
         return self
 
@@ -180,7 +180,7 @@ class InvariantWatcher:
             except ApiError:
                 time.sleep(0.2)
 
-    def _observe(self, obj: dict[str, Any]) -> None:
+    def _observe(self, obj: dict[str, Any], judge_gang: bool = True) -> None:
         pod = parse_pod(obj)
         if not pod.node_name or pod.terminal:
             return
@@ -191,7 +191,8 @@ class InvariantWatcher:
                 self.violations.append(f"{pod.key} moved from {previous[0]} to {pod.node_name}")
             self._bound[pod.key] = (pod.node_name, pod.requests, pod.group_key)
             self._check_node(pod.node_name)
-            if pod.group_key and pod.namespace in self.namespaces and self.released:
+            if (judge_gang and pod.group_key and pod.namespace in self.namespaces
+                    and self.released):
                 self._check_gang(pod.group_key)
 
     def _check_node(self, node_name: str) -> None:

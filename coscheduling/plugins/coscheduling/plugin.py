@@ -39,6 +39,10 @@ class Rejection:
     timed_out: bool = False
 
 
+def _uid(owner: str) -> str:
+    return owner.rsplit("/", 1)[-1]
+
+
 class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePlugin,
                    PermitPlugin, ClusterEventsPlugin):
     name = "Coscheduling"
@@ -46,15 +50,36 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         self.handle = handle
         self.manager = GangManager(handle, parse_args(args), self.name)
+        self.partial_groups: set[str] = set()
 
     # -- QueueSort -----------------------------------------------------------------------
     def sort_key(self, pod: Pod) -> tuple[Any, ...]:
-        """Priority, then the gang's age, then the gang, then the pod: members of one gang
-        leave the queue back to back; a pod without a group is a gang of one."""
+        """Priority, then gangs left partially bound (e.g. by a crash) before all else, then
+        the gang's age, the gang, the pod: members of one gang leave the queue back to back;
+        a pod without a group is a gang of one."""
         group_key = pod.group_key
         group = self.handle.podgroup(group_key) if group_key else None
         since = group.created if group is not None else pod.created
-        return (-pod.priority, since, group_key or pod.key, pod.created, pod.key)
+        partial = 0 if group_key in self.partial_groups else 1
+        return (-pod.priority, partial, since, group_key or pod.key, pod.created, pod.key)
+
+    def queue_order_changed(self) -> bool:
+        return self.refresh_partial_groups()
+
+    def refresh_partial_groups(self) -> bool:
+        """Find gangs with some but fewer than minMember members placed; True if the set
+        changed (the queue's order must then be recomputed). Runs under the cache lock."""
+        partial = set()
+        for group_key in self.handle.cache.group_keys():
+            group = self.handle.podgroup(group_key)
+            if group is None:
+                continue
+            placed = self.manager.counts(group_key).placed
+            if 0 < placed < group.min_member:
+                partial.add(group_key)
+        changed = partial != self.partial_groups
+        self.partial_groups = partial
+        return changed
 
     # -- PreFilter -----------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
@@ -70,6 +95,10 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         if not group.valid:
             return Status.unresolvable(f'PodGroup "{group_key}" is invalid: '
                                        + "; ".join(group.errors))
+        if group.occupied_by and pod.owner and _uid(pod.owner) != _uid(group.occupied_by):
+            return Status.unresolvable(
+                f'PodGroup "{group_key}" is occupied by {group.occupied_by}; this pod belongs '
+                f"to {pod.owner}, so it may not join the group")
         manager = self.manager
         counts = manager.counts(group_key)
         if counts.placed + counts.waiting + counts.claimed >= group.min_member:

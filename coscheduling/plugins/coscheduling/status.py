@@ -94,4 +94,16 @@ def build_status(view: GroupView) -> dict[str, Any]:
     }
     if gang is not None and gang.started:
         status["scheduleStartTime"] = format_rfc3339(gang.started)
+    occupant = occupied_by(group, view.members)
+    if occupant:
+        status["occupiedBy"] = occupant
     return status
+
+
+def occupied_by(group: PodGroup, members: Sequence[Pod]) -> str:
+    """The controller that owns the group: kept once set, else the owner of its placed
+    members (Tencent's rule: one owner's pods may not take over another owner's group)."""
+    if group.occupied_by:
+        return group.occupied_by
+    owners = {p.owner for p in members if p.node_name and p.owner}
+    return owners.pop() if len(owners) == 1 else ""

@@ -1,0 +1,267 @@
+"""The gRPC server: the Scheduling service, health, optional reflection, TLS, and shutdown.
+
+Safe defaults: it listens on 127.0.0.1 only, refuses to share its port (SO_REUSEPORT off,
+so a second server fails instead of silently taking half the connections), caps messages at
+16 MiB both ways, and reports SERVING on the standard health service only once the
+scheduler's caches have synced (an answer from a half-listed cache would be wrong).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import grpc
+from google.protobuf.message import DecodeError
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from coscheduling.server.gen import scheduling_pb2 as pb
+from coscheduling.server.servicer import SERVICE_NAME, SchedulingServicer
+from coscheduling.server.wire import RequestError, invalid
+
+if TYPE_CHECKING:
+    from coscheduling.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    """How the plugin server listens. TLS is on when a certificate is given; mutual TLS
+    (clients must present a certificate signed by ``client_ca``) when a client CA is."""
+
+    address: str = DEFAULT_ADDRESS
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    tls_cert: str = ""  # PEM file paths
+    tls_key: str = ""
+    client_ca: str = ""
+    reflection: bool = False
+    # Threads answering calls. Each open WatchDecisions stream holds one for as long as it
+    # is open, so at most ``max_streams`` may be open (more are refused), leaving the rest
+    # to the other calls.
+    max_workers: int = 32
+    max_streams: int = 16
+    sync_poll_seconds: float = 0.05
+
+    def validate(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("TLS needs both a certificate and its key (--tls-cert, --tls-key)")
+        if self.client_ca and not self.tls_cert:
+            raise ValueError("mutual TLS (--client-ca) needs the server's own certificate "
+                             "(--tls-cert, --tls-key)")
+        if self.max_message_bytes <= 0:
+            raise ValueError("max_message_bytes must be positive")
+        if not 0 < self.max_streams < self.max_workers:
+            raise ValueError("max_streams must be positive and less than max_workers")
+
+
+@dataclass(frozen=True)
+class _Undecodable:
+    """A request whose bytes are not the method's message (the handler says so)."""
+
+    error: str
+
+
+def _decoder(message_class: Any) -> Callable[[bytes], Any]:
+    """grpc answers INTERNAL to a request its deserializer cannot read; this one lets the
+    handler answer INVALID_ARGUMENT instead."""
+
+    def decode(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except DecodeError as err:
+            return _Undecodable(str(err))
+
+    return decode
+
+
+def _abort(context: Any, method: str, err: Exception) -> NoReturn:
+    """End the call with the status ``err`` calls for (context.abort raises)."""
+    if isinstance(err, RequestError):
+        log.debug("%s: %s: %s", method, err.code.name, err)
+        context.abort(err.code, str(err))
+    else:
+        log.error("%s failed", method, exc_info=err)
+        context.abort(grpc.StatusCode.INTERNAL,
+                      f"{method}: internal error: {type(err).__name__}: {err}")
+    raise AssertionError("grpc's context.abort returned")
+
+
+def _guard(method: Any, behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """Every failure of one call becomes that call's status; the server never dies of it."""
+    name = method.name
+    request_name = method.input_type.full_name
+
+    def check(request: Any) -> None:
+        if isinstance(request, _Undecodable):
+            raise invalid("request", f"not a valid {request_name} message: {request.error}")
+
+    if method.server_streaming:
+        def stream(request: Any, context: Any) -> Iterator[Any]:
+            try:
+                check(request)
+                yield from behavior(request, context)
+            except Exception as err:
+                _abort(context, name, err)
+        return stream
+
+    def unary(request: Any, context: Any) -> Any:
+        try:
+            check(request)
+            return behavior(request, context)
+        except Exception as err:
+            _abort(context, name, err)
+    return unary
+
+
+def _method_handlers(servicer: SchedulingServicer) -> dict[str, Any]:
+    """One handler per RPC in the service descriptor (a missing method fails here)."""
+    handlers = {}
+    for method in pb.DESCRIPTOR.services_by_name["Scheduling"].methods:
+        request_class = getattr(pb, method.input_type.name)
+        response_class = getattr(pb, method.output_type.name)
+        make = (grpc.unary_stream_rpc_method_handler if method.server_streaming
+                else grpc.unary_unary_rpc_method_handler)
+        handlers[method.name] = make(
+            _guard(method, getattr(servicer, method.name)),
+            request_deserializer=_decoder(request_class),
+            response_serializer=response_class.SerializeToString,
+        )
+    return handlers
+
+
+def _credentials(settings: GrpcSettings) -> Any:
+    key = Path(settings.tls_key).read_bytes()
+    cert = Path(settings.tls_cert).read_bytes()
+    client_ca = Path(settings.client_ca).read_bytes() if settings.client_ca else None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=client_ca,
+                                       require_client_auth=client_ca is not None)
+
+
+class PluginServer(grpc.Server):  # type: ignore[misc]  # grpc ships no type hints
+    """A grpc.Server whose ``stop`` is graceful in the right order: health says
+    NOT_SERVING first, decision streams end, in-flight calls finish within ``grace``, and
+    cycles callers left open are undone once the last server of the scheduler is gone."""
+
+    def __init__(self, server: Any, servicer: SchedulingServicer,
+                 health_servicer: health.HealthServicer, synced: Callable[[], bool],
+                 settings: GrpcSettings) -> None:
+        self._server = server
+        self._servicer = servicer
+        self._health = health_servicer
+        self._synced = synced
+        self._settings = settings
+        self._stopping = threading.Event()
+        self._stopped: threading.Event | None = None
+        self._stop_lock = threading.Lock()
+        self._started = False
+        self.port = 0
+        self.address = settings.address
+
+    # -- grpc.Server ----------------------------------------------------------------------
+    def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[Any]) -> None:
+        self._server.add_generic_rpc_handlers(generic_rpc_handlers)
+
+    def add_registered_method_handlers(self, service_name: str, handlers: Any) -> None:
+        self._server.add_registered_method_handlers(service_name, handlers)
+
+    def add_insecure_port(self, address: str) -> int:
+        return int(self._server.add_insecure_port(address))
+
+    def add_secure_port(self, address: str, server_credentials: Any) -> int:
+        return int(self._server.add_secure_port(address, server_credentials))
+
+    def start(self) -> None:
+        self._servicer.attach()
+        self._server.start()
+        self._started = True
+        threading.Thread(target=self._report_ready, name="grpc-ready", daemon=True).start()
+        log.info("gRPC plugin server listening on %s (%s)", self.address,
+                 "mutual TLS" if self._settings.client_ca else
+                 "TLS" if self._settings.tls_cert else "plaintext")
+
+    def stop(self, grace: float | None) -> threading.Event:
+        with self._stop_lock:
+            self._stopping.set()
+            self._health.enter_graceful_shutdown()  # NOT_SERVING, and it stays so
+            self._servicer.close()
+            done = self._server.stop(grace)
+            if self._stopped is None:
+                self._stopped = threading.Event()
+                threading.Thread(target=self._after_stop, args=(done, self._stopped),
+                                 name="grpc-stop", daemon=True).start()
+            return self._stopped
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return bool(self._server.wait_for_termination(timeout))
+
+    # -- internals ------------------------------------------------------------------------
+    def _after_stop(self, done: threading.Event, stopped: threading.Event) -> None:
+        done.wait()
+        if self._started:
+            self._servicer.detach()
+        stopped.set()
+
+    def _report_ready(self) -> None:
+        """SERVING once the caches have synced (the service may still be listing)."""
+        while not self._stopping.wait(self._settings.sync_poll_seconds):
+            if self._synced():
+                for service in ("", SERVICE_NAME):
+                    self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+                return
+
+
+def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
+                 settings: GrpcSettings | None = None) -> PluginServer:
+    """A server over ``scheduler``'s own instances, listening but not started.
+
+    Raises RuntimeError when the address cannot be bound (in use: port reuse is off).
+    """
+    settings = settings or GrpcSettings()
+    settings.validate()
+    options: Sequence[tuple[str, int]] = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+    ]
+    executor = futures.ThreadPoolExecutor(settings.max_workers, thread_name_prefix="grpc")
+    server = grpc.server(executor, options=options)
+    servicer = SchedulingServicer(scheduler, settings.max_streams)
+    handlers = _method_handlers(servicer)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME,
+                                                                          handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+    health_servicer = health.HealthServicer()
+    for service in ("", SERVICE_NAME):
+        health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if settings.reflection:
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    plugin_server = PluginServer(server, servicer, health_servicer, service_synced, settings)
+    try:
+        if settings.tls_cert:
+            port = server.add_secure_port(settings.address, _credentials(settings))
+        else:
+            port = server.add_insecure_port(settings.address)
+    except RuntimeError as err:
+        executor.shutdown(wait=False)
+        raise RuntimeError(f"cannot listen on {settings.address}: {err} (is another server "
+                           "using the port?)") from err
+    if not port:
+        executor.shutdown(wait=False)
+        raise RuntimeError(f"cannot listen on {settings.address} (is another server using "
+                           "the port?)")
+    plugin_server.port = port
+    host = settings.address.rsplit(":", 1)[0]
+    plugin_server.address = f"{host}:{port}"
+    return plugin_server

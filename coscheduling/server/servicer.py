@@ -1,0 +1,344 @@
+"""The Scheduling service: each RPC is one framework call of the running scheduler.
+
+Nothing here decides anything: the answers come from the scheduler's own framework, cache,
+gang manager and waiting pods, under the cache lock, as in the scheduling loop. What this
+module adds is the bookkeeping of a cycle that a caller drives across several calls
+(:mod:`coscheduling.server.remote`).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.status import SUCCESS, Code, Status
+from coscheduling.plugins.coscheduling.plugin import PERMITTED, REJECTION, Coscheduling, Rejection
+from coscheduling.server.gen import scheduling_pb2 as pb
+from coscheduling.server.remote import RemoteCycle, remote_cycles
+from coscheduling.server.wire import (
+    RequestError,
+    node_name,
+    not_found,
+    object_key,
+    precondition,
+    read_pod,
+    resolve_node,
+    resolve_nodes,
+    status_pb,
+)
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.framework.waiting import Decision
+    from coscheduling.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Scheduling"].full_name
+SUBSCRIBED_METADATA = ("coscheduling-subscribed", "1")
+STOPPED_REASON = "the gRPC server stopped"
+
+
+class SchedulingServicer:
+    """The RPCs over one Scheduler's instances (no second framework, no copy of its state)."""
+
+    def __init__(self, scheduler: Scheduler, max_streams: int = 16) -> None:
+        self._s = scheduler
+        self._max_streams = max_streams
+        self._fw = scheduler.framework
+        self._lock = scheduler.cache.lock
+        self._cycles = remote_cycles(scheduler)
+        self._streams: set[queue.SimpleQueue[Decision | None]] = set()
+        self._streams_lock = threading.Lock()
+        self._closing = False
+
+    # -- stateless: the same answer the loop would get ----------------------------------
+    def Less(self, request: Any, context: Any) -> pb.LessResponse:
+        a, b = read_pod(request, "a"), read_pod(request, "b")
+        with self._lock:
+            less = self._fw.queue_sort.less(a.resolve(self._s, watched=False),
+                                            b.resolve(self._s, watched=False))
+        return pb.LessResponse(less=less)
+
+    def PreFilter(self, request: Any, context: Any) -> pb.PreFilterResponse:
+        arg = read_pod(request, "pod")
+        with self._lock:
+            status = self._fw.run_pre_filter(CycleState(), arg.resolve(self._s, watched=False))
+        return pb.PreFilterResponse(status=status_pb(status))
+
+    def Filter(self, request: Any, context: Any) -> pb.FilterResponse:
+        """Filter plugins need no PreFilter state to be right (they compute what is missing),
+        so a fresh CycleState gives the loop's answer without PreFilter's side effects."""
+        arg = read_pod(request, "pod")
+        with self._lock:
+            pod = arg.resolve(self._s, watched=False)
+            nodes = resolve_nodes(self._s, request.node_names, "node_names")
+            state = CycleState()
+            results = [(n.name, self._fw.run_filter(state, pod, n)) for n in nodes]
+        return pb.FilterResponse(nodes=[pb.NodeStatus(node_name=name, status=status_pb(status))
+                                        for name, status in results])
+
+    def Score(self, request: Any, context: Any) -> pb.ScoreResponse:
+        arg = read_pod(request, "pod")
+        with self._lock:
+            pod = arg.resolve(self._s, watched=False)
+            state = CycleState()
+            if request.node_names:
+                nodes = resolve_nodes(self._s, request.node_names, "node_names")
+            else:
+                run_filter = self._fw.run_filter
+                nodes = [n for n in self._s.cache.nodes() if run_filter(state, pod, n).ok]
+            totals = self._fw.run_score(state, pod, nodes)
+        return pb.ScoreResponse(scores=[pb.NodeScore(node_name=name, score=score)
+                                        for name, score in totals.items()])
+
+    # -- a cycle the caller drives ----------------------------------------------------------
+    def Reserve(self, request: Any, context: Any) -> pb.ReserveResponse:
+        arg = read_pod(request, "pod")
+        with self._lock:
+            pod = arg.resolve(self._s, watched=True)
+            node = resolve_node(self._s, request.node_name, "node_name")
+            held = self._cycles.get(pod.key)
+            if held is not None and held.pod.uid != pod.uid:
+                self._release(held, f"pod {pod.key} was replaced")  # a stale reservation
+            elif held is not None and held.node_name == node.name:
+                return pb.ReserveResponse(status=status_pb(SUCCESS))  # a retried Reserve
+            elif held is not None:
+                raise precondition("pod", f"pod {pod.key} is reserved on node "
+                                          f"{held.node_name}: Unreserve it first")
+            if pod.node_name:
+                raise precondition("pod", f"pod {pod.key} is bound to node {pod.node_name}")
+            if pod.deleting:
+                raise precondition("pod", f"pod {pod.key} is being deleted")
+            if self._s.cache.is_assumed(pod.key):
+                raise precondition("pod", f"pod {pod.key} is assumed on node "
+                                          f"{self._s.cache.assumed_node(pod.key)} by the "
+                                          "scheduler's own loop")
+            # As the loop does: assume first (the room is taken), then the Reserve plugins.
+            self._s.cache.assume(pod, node.name)
+            self._s.queue.delete(pod.key)  # an assumed pod is not queued
+            cycle = RemoteCycle(pod, node.name)
+            status = self._fw.run_reserve(cycle.state, pod, node.name)
+            if status.ok:
+                self._cycles.add(cycle)
+            else:
+                self._forget(pod, status)
+        return pb.ReserveResponse(status=status_pb(status))
+
+    def Permit(self, request: Any, context: Any) -> pb.PermitResponse:
+        arg = read_pod(request, "pod")
+        node = node_name(request)
+        with self._lock:
+            pod = arg.resolve(self._s, watched=True)
+            cycle = self._reserved(pod.key, node)
+            if cycle.permit is not None:
+                raise precondition("pod", f"Permit was already called for pod {pod.key} "
+                                          f"(it answered {cycle.permit.code.name})")
+            status = self._fw.run_permit(cycle.state, pod, node)
+            cycle.permit = status
+            timeout = 0.0
+            if status.code == Code.WAIT:
+                waiting = self._s.waiting_pods.get(pod.key)
+                if waiting is not None:  # None: its deadline had already passed
+                    waiting.cycle = cycle.state  # where a deletion records its Rejection
+                    timeout = max(0.0, waiting.deadline - waiting.since)
+            elif status.ok:
+                cycle.state.write(PERMITTED, True)
+            else:
+                cycle.state.write(REJECTION, Rejection(status.message))
+        response = pb.PermitResponse(status=status_pb(status))
+        if status.code == Code.WAIT:
+            response.wait.timeout_seconds = timeout
+            response.wait.reason = status.message
+        elif status.ok:
+            response.allow.SetInParent()
+        else:
+            response.unschedulable.reason = status.message
+        return response
+
+    def Unreserve(self, request: Any, context: Any) -> pb.UnreserveResponse:
+        # By key only: the pod may have left the watch cache (deleted) since Reserve.
+        arg = read_pod(request, "pod")
+        node = node_name(request)
+        with self._lock:
+            cycle = self._cycles.get(arg.key)
+            if cycle is None:
+                return pb.UnreserveResponse(unreserved=False)
+            if cycle.node_name != node:
+                raise precondition("node_name", f"pod {arg.key} is reserved on node "
+                                                f"{cycle.node_name}, not {node}")
+            self._release(cycle, f"unreserved by the gRPC caller on node {node}")
+        return pb.UnreserveResponse(unreserved=True)
+
+    def PostBind(self, request: Any, context: Any) -> pb.PostBindResponse:
+        arg = read_pod(request, "pod")
+        node = node_name(request)
+        with self._lock:
+            cycle = self._cycles.get(arg.key)
+            if cycle is None:
+                pod, state = arg.resolve(self._s, watched=False), CycleState()
+            else:
+                if cycle.node_name != node:
+                    raise precondition("node_name", f"pod {arg.key} is reserved on node "
+                                                    f"{cycle.node_name}, not {node}")
+                if cycle.waiting:
+                    raise precondition("pod", f"pod {arg.key} is waiting at Permit: bind it "
+                                              "once WatchDecisions reports it allowed")
+                if not _allowed(cycle):
+                    raise precondition("pod", f"pod {arg.key} was not permitted: Unreserve it")
+                self._cycles.pop(arg.key)
+                cycle.settle()
+                pod, state = cycle.pod, cycle.state
+            self._fw.run_post_bind(state, pod, node)
+        return pb.PostBindResponse()
+
+    def _reserved(self, key: str, node: str) -> RemoteCycle:
+        cycle = self._cycles.get(key)
+        if cycle is None:
+            raise precondition("pod", f"pod {key} is not reserved: call Reserve first")
+        if cycle.node_name != node:
+            raise precondition("node_name", f"pod {key} is reserved on node "
+                                            f"{cycle.node_name}, not {node}")
+        return cycle
+
+    def _release(self, cycle: RemoteCycle, reason: str) -> None:
+        """Undo a remote cycle the way the loop undoes its own (call under the cache lock)."""
+        pod = cycle.pod
+        if cycle.waiting:  # its caller gives up before the decision
+            self._s.waiting_pods.reject(pod.key, "gRPC", reason)
+        self._cycles.pop(pod.key)
+        cycle.settle()
+        self._fw.run_unreserve(cycle.state, pod, cycle.node_name)
+        rejection = cycle.state.read(REJECTION)
+        self._forget(pod, Status.unschedulable(rejection.reason if rejection else reason))
+
+    def _forget(self, pod: Pod, status: Status) -> None:
+        """Drop the assumed pod, tell waiting gangs there is room, and give a pod of this
+        scheduler back to its queue (as the loop's undo does)."""
+        s = self._s
+        s.cache.forget(pod.key)
+        s.capacity_freed_locked(exclude=pod.group_key)
+        current = s.cache.pod(pod.key)
+        if current is not None and current.uid == pod.uid and \
+                current.scheduler_name == s.config.scheduler_name:
+            s.queue.requeue(current, status.message, unschedulable=status.rejected)
+
+    # -- decisions ------------------------------------------------------------------------
+    def WatchDecisions(self, request: Any, context: Any) -> Iterator[pb.Decision]:
+        group = object_key(request, "group") if request.HasField("group") else ""
+        with self._streams_lock:
+            if self._closing:
+                return
+            if len(self._streams) >= self._max_streams:
+                raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, "request",
+                                   f"{len(self._streams)} WatchDecisions streams are open, "
+                                   "the most this server allows")
+            subscriber = self._s.waiting_pods.subscribe()
+            self._streams.add(subscriber)
+        context.add_callback(lambda: subscriber.put(None))  # the call ended: stop waiting
+        try:
+            context.send_initial_metadata((SUBSCRIBED_METADATA,))
+            while True:
+                decision = subscriber.get()
+                if decision is None:
+                    return
+                if not group or decision.group_key == group:
+                    yield _decision_pb(decision)
+        finally:
+            self._s.waiting_pods.unsubscribe(subscriber)
+            with self._streams_lock:
+                self._streams.discard(subscriber)
+
+    def close(self) -> None:
+        """End every open stream now (at shutdown), so a graceful stop need not wait them out."""
+        with self._streams_lock:
+            self._closing = True
+            for subscriber in self._streams:
+                subscriber.put(None)
+
+    # -- reads ----------------------------------------------------------------------------
+    def GetPodGroup(self, request: Any, context: Any) -> pb.GetPodGroupResponse:
+        key = object_key(request, "group")
+        with self._lock:
+            group = self._s.podgroup(key)
+            if group is None:
+                raise not_found("group", f"PodGroup {key} not found")
+            plugin = self._fw.instances.get("Coscheduling")
+            if not isinstance(plugin, Coscheduling):
+                raise precondition("group", "the Coscheduling plugin is not enabled")
+            manager = plugin.manager
+            counts = manager.counts(key)
+            gang = manager.gangs.get(key)
+            members = [self._member(p) for p in sorted(self._s.cache.group_pods(key),
+                                                       key=lambda p: p.name) if not p.deleting]
+            status = plugin.status_of(key)
+            response = pb.GetPodGroupResponse(
+                group=pb.ObjectKey(namespace=group.namespace, name=group.name),
+                min_member=group.min_member, members=members, waiting=counts.waiting,
+                bound=sum(1 for m in members if m.state == pb.MEMBER_STATE_BOUND),
+                claimed=counts.claimed, placed=counts.placed,
+                phase=status["phase"] if status else "",
+                frozen_until=manager.frozen_until(key), errors=list(group.errors),
+            )
+            if gang is not None:
+                response.attempt_deadline = gang.deadline
+                response.last_rejection_reason = gang.last_failure
+                response.attempts = gang.attempts
+                response.timeouts = gang.timeouts
+                response.rejections = gang.rejections
+        return response
+
+    def _member(self, pod: Pod) -> pb.Member:
+        cache = self._s.cache
+        waiting = self._s.waiting_pods.get(pod.key)
+        if pod.node_name:
+            state, node = pb.MEMBER_STATE_BOUND, pod.node_name
+        elif waiting is not None:
+            state, node = pb.MEMBER_STATE_WAITING, waiting.node_name
+        elif cache.is_assumed(pod.key):
+            state, node = pb.MEMBER_STATE_ASSUMED, cache.assumed_node(pod.key)
+        elif cache.claimed_node(pod.key):
+            state, node = pb.MEMBER_STATE_CLAIMED, cache.claimed_node(pod.key)
+        else:
+            state, node = pb.MEMBER_STATE_PENDING, ""
+        return pb.Member(name=pod.name, node=node, state=state)
+
+    # -- lifetime -------------------------------------------------------------------------
+    def attach(self) -> None:
+        self._cycles.attach()
+
+    def detach(self) -> None:
+        """This server stopped; if it was the scheduler's last, undo the cycles callers
+        left open (nobody is left to call Unreserve)."""
+        if not self._cycles.detach():
+            return
+        with self._lock:
+            for key in self._cycles.pod_keys():
+                cycle = self._cycles.get(key)
+                if cycle is not None:
+                    self._release(cycle, STOPPED_REASON)
+
+
+def _allowed(cycle: RemoteCycle) -> bool:
+    if cycle.decision is not None:
+        return cycle.decision.ok
+    return cycle.permit is not None and cycle.permit.ok
+
+
+def _decision_pb(decision: Decision) -> pb.Decision:
+    pod_ns, _, pod_name = decision.pod_key.partition("/")
+    group_ns, _, group_name = decision.group_key.partition("/")
+    status = decision.status
+    return pb.Decision(
+        pod=pb.ObjectKey(namespace=pod_ns, name=pod_name), pod_uid=decision.pod_uid,
+        node_name=decision.node_name,
+        group=pb.ObjectKey(namespace=group_ns or pod_ns, name=group_name),
+        allowed=status.ok, reason=status.message, plugin=status.plugin,
+        waited_seconds=decision.waited,
+    )

@@ -1,0 +1,378 @@
+"""Faults: crash recovery, API server and etcd loss, frozen connections, watch expiry,
+object churn (issue 8). Every scenario ends with the invariants checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
+from coscheduling.cluster.informer import Informer
+from coscheduling.localcluster import LocalCluster, ensure_binaries
+from tests.integration.kube import (
+    PG_API,
+    InvariantWatcher,
+    bound_count,
+    create_pod,
+    create_podgroup,
+    delete_pod,
+    delete_podgroup,
+    events_for,
+    placement,
+    pod_body,
+    wait_until,
+)
+from tests.integration.proxy import CuttableProxy
+
+# Outage length for the API server and etcd tests (the issue asks for 30 s).
+OUTAGE_SECONDS = float(os.environ.get("COSCHEDULING_OUTAGE_SECONDS", "30"))
+KILL_POINTS = int(os.environ.get("COSCHEDULING_KILL_POINTS", "20"))
+
+
+def _scheduler_process(kubeconfig: Path, config: Path, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "coscheduling", "run", "--kubeconfig", str(kubeconfig),
+         "--config", str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+
+def test_kill_minus_nine_at_random_moments_leaves_no_partial_gang(
+        local_cluster: LocalCluster, kube: KubeClient, crd: None, namespace: str,
+        make_node: Any, tmp_path: Path) -> None:
+    """Kill the scheduler with SIGKILL at KILL_POINTS random moments while gangs are being
+    admitted, waiting and bound; restart it each time. At the end every gang is whole."""
+    rng = random.Random(8)
+    name = f"crash-{uuid.uuid4().hex[:6]}"
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "config.batch.scheduler.tencent.com/v1",
+        "kind": "SchedulerConfiguration", "schedulerName": name,
+        "metricsBindAddress": "127.0.0.1:0", "podInitialBackoffSeconds": 0.2,
+        "podMaxBackoffSeconds": 1}))
+    gangs = {f"g{i}": rng.randint(2, 8) for i in range(2 * KILL_POINTS)}
+    per_node = -(-sum(gangs.values()) // 4)  # 1-cpu members: 4 nodes hold every gang
+    for i in range(4):
+        make_node(f"crash-{i}", cpu=str(per_node))
+    log = tmp_path / "scheduler.log"
+    partial_seen = 0
+    with InvariantWatcher(kube, [namespace]) as watcher:
+        process = _scheduler_process(local_cluster.kubeconfig, config, log)
+        try:
+            pending = list(gangs.items())
+            for _ in range(KILL_POINTS):
+                for group, size in pending[:2]:  # keep work arriving between kills
+                    create_podgroup(kube, namespace, group, size)
+                    for i in range(size):
+                        create_pod(kube, namespace, pod_body(f"{group}-{i}", scheduler=name,
+                                                             group=group, cpu="1"))
+                pending = pending[2:]
+                time.sleep(rng.uniform(0.3, 2.0))
+                process.send_signal(signal.SIGKILL)
+                process.wait(timeout=10)
+                bound = {g: bound_count(kube, namespace, g) for g in gangs}
+                partial_seen += sum(1 for g, b in bound.items() if 0 < b < gangs[g])
+                process = _scheduler_process(local_cluster.kubeconfig, config, log)
+            try:
+                wait_until(lambda: all(bound_count(kube, namespace, g) == size
+                                       for g, size in gangs.items()),
+                           timeout=120, interval=1,
+                           what="every gang bound whole after the crashes")
+            except AssertionError:
+                raise AssertionError(_diagnose(kube, namespace, gangs, log)) from None
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=10)
+        watcher.check_settled()
+    pods = placement(kube, namespace)
+    assert len(pods) == sum(gangs.values()) and all(pods.values())
+    print(f"{KILL_POINTS} kills; gangs found partially bound right after a kill: "
+          f"{partial_seen}; all {len(gangs)} gangs whole at the end; violations: 0")
+
+
+def _diagnose(kube: KubeClient, namespace: str, gangs: dict[str, int], log: Path) -> str:
+    lines = ["gangs not whole after the crashes:"]
+    for group, size in gangs.items():
+        bound = bound_count(kube, namespace, group)
+        if bound != size:
+            lines.append(f"  {group}: {bound}/{size} bound")
+            for pod in kube.get(f"/api/v1/namespaces/{namespace}/pods",
+                                labelSelector=f"group.batch.scheduler.tencent.com={group}"
+                                )["items"]:
+                conds = [c.get("message", "") for c in pod["status"].get("conditions") or ()
+                         if c.get("type") == "PodScheduled"]
+                lines.append(f"    {pod['metadata']['name']} node={pod['spec'].get('nodeName')}"
+                             f" {conds}")
+    lines.append("scheduler log tail:")
+    lines += log.read_text(errors="replace").splitlines()[-30:]
+    return "\n".join(lines)
+
+
+def _outage_run(kube: KubeClient, namespace: str, sched: Any, prefix: str,
+                during: Any) -> None:
+    """Pending gangs, then an outage (``during``), then room: everything gets placed."""
+    create_podgroup(kube, namespace, f"{prefix}-g", 3)
+    for i in range(3):
+        create_pod(kube, namespace, pod_body(f"{prefix}-{i}", scheduler=sched.name,
+                                             group=f"{prefix}-g"))
+    wait_until(lambda: len(sched.service.scheduler.cache.group_pods(
+        f"{namespace}/{prefix}-g")) == 3, what="members seen")
+    during()
+    assert sched.service.scheduler.alive(), "a scheduler thread died during the outage"
+
+
+def test_apiserver_and_etcd_outages_and_a_frozen_apiserver(
+        local_cluster: LocalCluster, kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: Any) -> None:
+    sched = start_scheduler()
+    scheduler = sched.service.scheduler
+    for component in ("kube-apiserver", "etcd"):
+        prefix = "api" if component == "kube-apiserver" else "etcd"
+
+        def outage(component: str = component) -> None:
+            local_cluster.stop_component(component)
+            time.sleep(OUTAGE_SECONDS)
+            local_cluster.start_component(component)
+
+        _outage_run(kube, namespace, sched, prefix, outage)
+        wait_until(lambda: _readyz(local_cluster), timeout=60, what="apiserver ready again")
+        make_node(f"outage-{prefix}", cpu="3")
+        wait_until(lambda p=prefix: bound_count(kube, namespace, f"{p}-g") == 3, timeout=90,
+                   what=f"gang placed after the {component} outage")
+    errors_before = sum(i.errors + i.reconnects for i in sched.service.informers)
+
+    def frozen() -> None:
+        local_cluster.pause_component("kube-apiserver")
+        time.sleep(40)  # longer than the watch read timeout (30 s): the client must notice
+        local_cluster.resume_component("kube-apiserver")
+
+    _outage_run(kube, namespace, sched, "frozen", frozen)
+    make_node("outage-frozen", cpu="3")
+    wait_until(lambda: bound_count(kube, namespace, "frozen-g") == 3, timeout=90,
+               what="gang placed after the frozen connection")
+    assert sum(i.errors + i.reconnects for i in sched.service.informers) > errors_before, \
+        "the dead watches were not noticed"
+    sched.watcher.check_settled()
+    assert len(scheduler.waiting_pods) == 0
+
+
+def _readyz(cluster: LocalCluster) -> bool:
+    try:
+        kube = KubeClient(ClientSettings(kubeconfig=str(cluster.kubeconfig)))
+        kube.get("/readyz")
+        kube.close()
+    except ApiError:
+        return False
+    return True
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.added: list[str] = []
+        self.deleted: list[str] = []
+        self.updated: list[str] = []
+
+    def on_add(self, pod: Pod) -> None:
+        self.added.append(pod.name)
+
+    def on_update(self, old: Pod, new: Pod) -> None:
+        self.updated.append(new.name)
+
+    def on_delete(self, pod: Pod) -> None:
+        self.deleted.append(pod.name)
+
+
+def test_watch_expiry_410_relists_and_repairs_the_cache(tmp_path: Path) -> None:
+    """A watch resumed from a compacted resourceVersion gets 410 Gone; the informer lists
+    again and sends exactly the differences: nothing lost, nothing duplicated."""
+    cluster = LocalCluster(tmp_path / "cluster", binaries=ensure_binaries(),
+                           controller_manager=False, apiserver_args=["--watch-cache=false"])
+    cluster.start()
+    try:
+        admin = KubeClient(ClientSettings(kubeconfig=str(cluster.kubeconfig)))
+        admin.create("/api/v1/namespaces", {"metadata": {"name": "w"}})
+        wait_until(lambda: _exists(admin, "/api/v1/namespaces/w/serviceaccounts/default")
+                   or _create_default_sa(admin), what="default ServiceAccount")
+        for name in ("keep", "gone", "changed"):
+            create_pod(admin, "w", pod_body(name, scheduler="none"))
+        proxy = CuttableProxy(int(admin.host.rsplit(":", 1)[1]))
+        through = KubeClient(ClientSettings(kubeconfig=str(cluster.kubeconfig)))
+        # The kubeconfig loader's refresh hook would put the real address back on every
+        # request; the token here is static, so drop it.
+        through.configuration.refresh_api_key_hook = None
+        through.configuration.host = f"https://127.0.0.1:{proxy.port}"
+        seen = Seen()
+        informer = Informer[Pod](through, "/api/v1/namespaces/w/pods", parse_pod,
+                                 lambda p: p.key, seen, watch_read_timeout=5, name="w")
+        informer.start()
+        assert informer.synced.wait(30)
+        assert sorted(seen.added) == ["changed", "gone", "keep"]
+        proxy.cut()
+        delete_pod(admin, "w", "gone")
+        admin.patch("/api/v1/namespaces/w/pods/changed", {"metadata": {"labels": {"v": "2"}}})
+        for i in range(3):
+            create_pod(admin, "w", pod_body(f"new-{i}", scheduler="none"))
+        revision = int(admin.get("/api/v1/namespaces/w/pods")["metadata"]["resourceVersion"])
+        _compact_etcd(cluster, revision)
+        proxy.restore()
+        wait_until(lambda: informer.relists >= 2, timeout=60, what="a relist after 410 Gone")
+        wait_until(lambda: "gone" in seen.deleted, what="the delete repaired")
+        assert sorted(seen.added) == ["changed", "gone", "keep", "new-0", "new-1", "new-2"]
+        assert seen.deleted == ["gone"] and "changed" in seen.updated
+        assert informer.store["w/changed"].labels.get("v") == "2"
+        assert sorted(informer.store) == ["w/changed", "w/keep", "w/new-0", "w/new-1",
+                                          "w/new-2"]
+        informer.stop()
+        proxy.close()
+    finally:
+        cluster.stop()
+
+
+def _exists(kube: KubeClient, path: str) -> bool:
+    try:
+        kube.get(path)
+    except ApiError:
+        return False
+    return True
+
+
+def _create_default_sa(kube: KubeClient) -> bool:
+    """Without the controller manager nobody creates it; the test does."""
+    try:
+        kube.create("/api/v1/namespaces/w/serviceaccounts", {"metadata": {"name": "default"}})
+    except ApiError:
+        return False
+    return True
+
+
+def _compact_etcd(cluster: LocalCluster, revision: int) -> None:
+    body = json.dumps({"revision": revision, "physical": True}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{cluster.etcd_client_port}/v3/kv/compaction", data=body,
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+# -- object churn ---------------------------------------------------------------------------
+
+def _two_waiting(kube: KubeClient, namespace: str, sched: Any, group: str, size: int = 3,
+                 cpu: str = "1", **spec: Any) -> list[str]:
+    create_podgroup(kube, namespace, group, size, **spec)
+    for i in range(size):
+        create_pod(kube, namespace, pod_body(f"{group}-{i}", scheduler=sched.name,
+                                             group=group, cpu=cpu))
+    scheduler = sched.service.scheduler
+    wait_until(lambda: len(scheduler.cache.group_pods(f"{namespace}/{group}")) == size,
+               what="members seen")
+    while len(scheduler.waiting_pods) < size - 1:
+        assert scheduler.schedule_one(timeout=5) is not None
+    return sorted(w.pod.name for w in scheduler.waiting_pods)
+
+
+def _event_says(kube: KubeClient, namespace: str, pod: str, text: str) -> bool:
+    return any(text in e.get("message", "") for e in events_for(kube, namespace, pod))
+
+
+def test_churn_member_node_and_group_deleted_while_waiting(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: Any) -> None:
+    make_node("churn-a", cpu="8")
+    sched = start_scheduler(start=False)
+    sched.start(loops=False)
+    scheduler = sched.service.scheduler
+
+    # A waiting member is deleted: the gang's attempt is undone at once, with an event.
+    waiting = _two_waiting(kube, namespace, sched, "m")
+    delete_pod(kube, namespace, waiting[0])
+    wait_until(lambda: len(scheduler.waiting_pods) == 0, what="siblings rejected")
+    wait_until(lambda: _event_says(kube, namespace, waiting[1], "was deleted"),
+               what="a rejection event naming the deletion")
+    assert bound_count(kube, namespace, "m") == 0
+
+    # The node under waiting members is deleted: rejected, room released, event.
+    make_node("churn-b", cpu="8")
+    waiting = _two_waiting(kube, namespace, sched, "n")
+    node = scheduler.waiting_pods.get(f"{namespace}/{waiting[0]}").node_name  # type: ignore[union-attr]
+    kube.delete(f"/api/v1/nodes/{node}")
+    wait_until(lambda: len(scheduler.waiting_pods) == 0, what="members on the node rejected")
+    wait_until(lambda: _event_says(kube, namespace, waiting[0], f"node {node} was deleted"),
+               what="an event naming the node")
+    assert bound_count(kube, namespace, "n") == 0
+
+    # The PodGroup is deleted while members wait.
+    waiting = _two_waiting(kube, namespace, sched, "p")
+    delete_podgroup(kube, namespace, "p")
+    wait_until(lambda: len(scheduler.waiting_pods) == 0, what="members rejected")
+    wait_until(lambda: _event_says(kube, namespace, waiting[0], "was deleted"),
+               what="an event naming the deleted PodGroup")
+    assert bound_count(kube, namespace, "p") == 0
+    for _ in range(5):
+        scheduler.schedule_one(timeout=0.5)
+    assert bound_count(kube, namespace, "p") == 0
+    sched.watcher.check_settled()
+    with scheduler.cache.lock:
+        leftovers = [info.name for info in scheduler.cache.nodes() if info.claims]
+    assert not leftovers, f"claims left on {leftovers}"
+
+
+def test_churn_min_member_lowered_and_raised_while_waiting(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: Any) -> None:
+    make_node("mm-a", cpu="8")
+    sched = start_scheduler(start=False)
+    sched.start(loops=False)
+    scheduler = sched.service.scheduler
+    path = f"/apis/{PG_API}/namespaces/{namespace}/podgroups"
+
+    waiting = _two_waiting(kube, namespace, sched, "low", size=4)  # 3 waiting, 1 pending
+    delete_pod(kube, namespace, ({f"low-{i}" for i in range(4)} - set(waiting)).pop())
+    kube.patch(f"{path}/low", {"spec": {"minMember": 3}})
+    wait_until(lambda: bound_count(kube, namespace, "low") == 3, what="released at 3")
+
+    create_podgroup(kube, namespace, "high", 2)
+    for i in range(3):
+        create_pod(kube, namespace, pod_body(f"high-{i}", scheduler=sched.name, group="high"))
+    wait_until(lambda: len(scheduler.cache.group_pods(f"{namespace}/high")) == 3,
+               what="members seen")
+    scheduler.schedule_one(timeout=5)
+    assert len(scheduler.waiting_pods) == 1
+    kube.patch(f"{path}/high", {"spec": {"minMember": 3}})
+    wait_until(lambda: scheduler.podgroup(f"{namespace}/high").min_member == 3,  # type: ignore[union-attr]
+               what="the raise seen")
+    scheduler.start_loops()
+    wait_until(lambda: bound_count(kube, namespace, "high") == 3, what="released at 3 of 3")
+    sched.watcher.check_settled()
+
+
+def test_gang_left_partially_bound_is_completed_first(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: Any) -> None:
+    """As after a crash mid-release: 2 of 4 members of "partial" are bound, 2 pending. An
+    older gang "other" wants the same 4 free cpu. The partial gang is completed first."""
+    make_node("partial-a", cpu="6")
+    name = f"partial-{uuid.uuid4().hex[:6]}"
+    create_podgroup(kube, namespace, "other", 4)
+    time.sleep(1.1)  # "other" is strictly older, so age alone would put it first
+    create_podgroup(kube, namespace, "partial", 4)
+    for i in range(4):
+        create_pod(kube, namespace, pod_body(f"other-{i}", scheduler=name, group="other"))
+        created = create_pod(kube, namespace, pod_body(f"partial-{i}", scheduler=name,
+                                                       group="partial"))
+        if i < 2:
+            kube.bind(namespace, f"partial-{i}", created["metadata"]["uid"], "partial-a")
+    wait_until(lambda: bound_count(kube, namespace, "partial") == 2, what="the setup")
+    sched = start_scheduler({"schedulerName": name})
+    wait_until(lambda: bound_count(kube, namespace, "partial") == 4,
+               what="the partial gang completed")
+    for _ in range(10):
+        sched.service.scheduler.schedule_one(timeout=0.2)
+    assert bound_count(kube, namespace, "other") == 0
+    sched.watcher.check_settled()
