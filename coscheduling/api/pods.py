@@ -140,39 +140,41 @@ def _controller(meta: dict[str, Any]) -> str:
     return ""
 
 
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def parse_pod(obj: dict[str, Any]) -> Pod:
     """Build a Pod record from the API's JSON. Malformed fields are kept as ``parse_error``.
 
     The record is still returned so the scheduler can report the error on the pod instead of
-    losing it.
+    losing it; any shape of input gives a record (gRPC callers send pods too).
     """
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    meta, spec, status = (_mapping(obj.get(k)) for k in ("metadata", "spec", "status"))
     pod = Pod(
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        resource_version=meta.get("resourceVersion", ""),
-        scheduler_name=spec.get("schedulerName") or "default-scheduler",
-        node_name=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Pending",
-        deleting=bool(meta.get("deletionTimestamp")),
-        priority=int(spec.get("priority") or 0),
-        created=parse_rfc3339(meta.get("creationTimestamp")),
-        labels=dict(meta.get("labels") or {}),
-        node_selector=dict(spec.get("nodeSelector") or {}),
-        tolerations=tuple(Toleration.parse(t) for t in spec.get("tolerations") or ()),
-        spec_node_name=spec.get("nodeName") or "",
-        owner=_controller(meta),
-        gated=bool(spec.get("schedulingGates")),
-        host_ports=_host_ports(spec),
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
     try:
+        pod.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+        pod.node_name = pod.spec_node_name = str(spec.get("nodeName") or "")
+        pod.phase = str(status.get("phase") or "Pending")
+        pod.deleting = bool(meta.get("deletionTimestamp"))
+        pod.priority = int(spec.get("priority") or 0)
+        pod.created = parse_rfc3339(meta.get("creationTimestamp"))
+        pod.labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+        pod.node_selector = {str(k): str(v)
+                             for k, v in _mapping(spec.get("nodeSelector")).items()}
+        pod.tolerations = tuple(Toleration.parse(t) for t in spec.get("tolerations") or ())
+        pod.owner = _controller(meta)
+        pod.gated = bool(spec.get("schedulingGates"))
+        pod.host_ports = _host_ports(spec)
         pod.requests = effective_requests(spec)
         pod.nonzero_cpu = _nonzero(spec, CPU, DEFAULT_MILLI_CPU)
         pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY)
         pod.affinity_terms = parse_affinity_terms(spec.get("affinity"))
-    except (QuantityError, ValueError, TypeError) as err:
+    except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
         pod.parse_error = f"spec: {err}"
     return pod

@@ -26,6 +26,7 @@ from coscheduling.server.server import (
     PluginServer,
     build_server,
 )
+from coscheduling.server.servicer import SUBSCRIBED_METADATA
 
 if TYPE_CHECKING:
     from coscheduling.service import SchedulerService
@@ -309,6 +310,9 @@ def rpc(channel: grpc.Channel, name: str) -> Any:
 def _print_decisions(watch: Any, request: Any, args: argparse.Namespace) -> None:
     """One JSON object per line, as decisions come."""
     stream: Iterator[Any] = watch(request, timeout=args.timeout)
+    metadata = stream.initial_metadata() or ()  # type: ignore[attr-defined]
+    if SUBSCRIBED_METADATA in [tuple(m) for m in metadata]:  # the server subscribed us
+        print("coscheduling call: watching decisions", file=sys.stderr, flush=True)
     for seen, decision in enumerate(stream, start=1):
         print(json.dumps(_json(decision)), flush=True)
         if args.count and seen >= args.count:

@@ -245,7 +245,8 @@ def test_call_prints_each_answer_as_json(kube: KubeClient, make_node: Any, serve
          f"{ns}/pair", "--count", "1", "--timeout", "30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)  # the watcher subscribes (the Python client starts in ~1 s)
+        assert watcher.stderr is not None
+        assert "watching decisions" in watcher.stderr.readline()  # subscribed
         for name in ("p-0", "p-1"):
             code, answer, _ = _call(capsys, "reserve", *address, "--pod", f"{ns}/{name}",
                                     "--node", node)
