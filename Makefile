@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
-.PHONY: all venv test unit integration lint cluster cluster-down demo clean
+.PHONY: all venv test unit integration lint proto proto-check cluster cluster-down demo clean
 
 all: test
 
@@ -33,9 +33,29 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check coscheduling tests
 	$(VENV)/bin/mypy coscheduling
 
+# The gRPC code in coscheduling/server/gen, from proto/ with the pinned grpcio-tools.
+proto: $(STAMP)
+	$(PY) proto/generate.py coscheduling/server/gen
+
+# Fails when the committed generated code differs from what proto/ generates (CI).
+proto-check: $(STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(PY) proto/generate.py "$$tmp" && \
+	diff -r -x __pycache__ "$$tmp" coscheduling/server/gen && \
+	echo "proto-check: coscheduling/server/gen is up to date"
+
 # The main job: the seed examples on a local control plane started here, then stopped.
 demo: $(STAMP)
 	$(PY) -m coscheduling.demo
+
+# Long fault runs (not part of `make test`): 100 kill -9 points, 60 s outages.
+chaos: $(STAMP)
+	COSCHEDULING_KILL_POINTS=100 COSCHEDULING_OUTAGE_SECONDS=60 \
+		$(PY) -m pytest tests/integration/test_faults.py -q -s
+
+# Memory under load: 2000 nodes, 10000 pending gang pods, 5 minutes of churn.
+soak: $(STAMP)
+	$(PY) -m bench.soak --minutes 5 --nodes 2000 --pods 10000 --out bench-results/soak
 
 # Start a local control plane and leave it running; prints the kubeconfig path.
 cluster: $(STAMP)
@@ -46,3 +66,25 @@ cluster-down: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+
+# Benchmark (not part of the tests): W1-W4 against the API ceiling, upstream kube-scheduler
+# + scheduler-plugins coscheduling (built once from Go modules) and ours; ~40 minutes.
+# Results in bench-results/<timestamp>/; a full run refreshes bench/RESULTS.md.
+.PHONY: bench bench-smoke
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(PY) -m coscheduling.localcluster.build
+	$(PY) -m bench.upstream
+	$(PY) -m bench.run $(BENCH_ARGS)
+
+# A tenth of every size and a short W3 settle time: a few minutes, for checking the harness.
+bench-smoke: $(BENCH_STAMP)
+	$(PY) -m coscheduling.localcluster.build
+	$(PY) -m bench.upstream
+	$(PY) -m bench.run --scale 0.1 --settle 15 --no-profile $(BENCH_ARGS)

@@ -158,23 +158,39 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         resource_version=str(meta.get("resourceVersion") or ""),
     )
     try:
-        pod.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-        pod.node_name = pod.spec_node_name = str(spec.get("nodeName") or "")
-        pod.phase = str(status.get("phase") or "Pending")
+        field = "metadata"
         pod.deleting = bool(meta.get("deletionTimestamp"))
-        pod.priority = int(spec.get("priority") or 0)
         pod.created = parse_rfc3339(meta.get("creationTimestamp"))
+        field = "metadata.labels"
         pod.labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+        field = "metadata.ownerReferences"
+        pod.owner = _controller(meta)
+        field = "status.phase"
+        pod.phase = str(status.get("phase") or "Pending")
+        field = "spec.schedulerName"
+        pod.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+        field = "spec.nodeName"
+        pod.node_name = pod.spec_node_name = str(spec.get("nodeName") or "")
+        field = "spec.priority"
+        priority = spec.get("priority") or 0
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ValueError(f"must be an integer, got {priority!r}")
+        pod.priority = priority
+        field = "spec.nodeSelector"
         pod.node_selector = {str(k): str(v)
                              for k, v in _mapping(spec.get("nodeSelector")).items()}
+        field = "spec.tolerations"
         pod.tolerations = tuple(Toleration.parse(t) for t in spec.get("tolerations") or ())
-        pod.owner = _controller(meta)
+        field = "spec.schedulingGates"
         pod.gated = bool(spec.get("schedulingGates"))
+        field = "spec.containers[].ports"
         pod.host_ports = _host_ports(spec)
+        field = "spec.containers[].resources"
         pod.requests = effective_requests(spec)
         pod.nonzero_cpu = _nonzero(spec, CPU, DEFAULT_MILLI_CPU)
         pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY)
+        field = "spec.affinity"
         pod.affinity_terms = parse_affinity_terms(spec.get("affinity"))
     except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
-        pod.parse_error = f"spec: {err}"
+        pod.parse_error = f"{field}: {err}"
     return pod

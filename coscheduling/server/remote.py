@@ -14,7 +14,6 @@ holding it.
 from __future__ import annotations
 
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -110,14 +109,16 @@ class RemoteCycles:
             return list(self._cycles)
 
 
-_BY_SCHEDULER: weakref.WeakKeyDictionary[Scheduler, RemoteCycles] = weakref.WeakKeyDictionary()
-_BY_SCHEDULER_LOCK = threading.Lock()
+_INSTALL_LOCK = threading.Lock()
 
 
 def remote_cycles(scheduler: Scheduler) -> RemoteCycles:
-    """The scheduler's RemoteCycles, made (and its decision callback wrapped) on first use."""
-    with _BY_SCHEDULER_LOCK:
-        cycles = _BY_SCHEDULER.get(scheduler)
-        if cycles is None:
-            cycles = _BY_SCHEDULER[scheduler] = RemoteCycles(scheduler)
-        return cycles
+    """The scheduler's RemoteCycles, made (and its decision callback wrapped) on first use.
+
+    Found through the callback it installed, so it lives exactly as long as the scheduler.
+    """
+    with _INSTALL_LOCK:
+        installed = getattr(scheduler.waiting_pods._on_decision, "__self__", None)
+        if isinstance(installed, RemoteCycles):
+            return installed
+        return RemoteCycles(scheduler)

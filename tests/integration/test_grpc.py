@@ -397,11 +397,12 @@ def test_bad_requests_get_the_right_code_naming_the_field(kube: KubeClient, make
          grpc.StatusCode.INVALID_ARGUMENT, "pod.pod_json.spec: must be a JSON object"),
         ("priority of the wrong type", lambda: s.stub.Filter(pb.FilterRequest(
             pod=json_pod({"metadata": good_meta, "spec": {"priority": "high"}}))),
-         grpc.StatusCode.INVALID_ARGUMENT, "pod.pod_json: malformed Pod"),
+         grpc.StatusCode.INVALID_ARGUMENT, "pod.pod_json.spec.priority: must be an integer"),
         ("a bad quantity", lambda: s.stub.Filter(pb.FilterRequest(pod=json_pod({
             "metadata": good_meta, "spec": {"containers": [
                 {"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}))),
-         grpc.StatusCode.INVALID_ARGUMENT, "pod.pod_json.spec:"),
+         grpc.StatusCode.INVALID_ARGUMENT,
+         "pod.pod_json.spec.containers[].resources: cpu: 'lots' is not a quantity"),
         ("another kind", lambda: s.stub.Filter(pb.FilterRequest(
             pod=json_pod({"kind": "Node", "metadata": good_meta}))),
          grpc.StatusCode.INVALID_ARGUMENT, "pod.pod_json.kind: must be Pod"),
