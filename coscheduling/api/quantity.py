@@ -44,7 +44,7 @@ def parse_quantity(value: object) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _bounded(Decimal(str(value)), value)
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
     match = _QUANTITY.match(value.strip())
@@ -56,10 +56,23 @@ def parse_quantity(value: object) -> Decimal:
     except InvalidOperation as err:
         raise QuantityError(f"{value!r} is not a quantity") from err
     if suffix[:1] in ("e", "E"):
-        return base * (Decimal(10) ** int(suffix[1:]))
+        exponent = int(suffix[1:])
+        if abs(exponent) > 30:
+            raise QuantityError(f"{value!r} is out of range")
+        return _bounded(base * (Decimal(10) ** exponent), value)
     if suffix not in _SUFFIX:
         raise QuantityError(f"{value!r} has an unknown suffix {suffix!r}")
-    return base * _SUFFIX[suffix]
+    return _bounded(base * _SUFFIX[suffix], value)
+
+
+_LIMIT = Decimal(2**63)
+
+
+def _bounded(amount: Decimal, value: object) -> Decimal:
+    """The API server stores quantities in int64 (milli-units): anything else is refused."""
+    if not amount.is_finite() or abs(amount) >= _LIMIT:
+        raise QuantityError(f"{value!r} is out of range")
+    return amount
 
 
 def to_units(resource: str, value: object) -> int:

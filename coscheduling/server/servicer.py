@@ -135,8 +135,8 @@ class SchedulingServicer:
         arg = read_pod(request, "pod")
         node = node_name(request)
         with self._lock:
-            pod = arg.resolve(self._s, watched=True)
-            cycle = self._reserved(pod.key, node)
+            cycle = self._reserved(arg.resolve(self._s, watched=True), node)
+            pod = cycle.pod  # as in the loop: the record the cycle started with
             if cycle.permit is not None:
                 raise precondition("pod", f"Permit was already called for pod {pod.key} "
                                           f"(it answered {cycle.permit.code.name})")
@@ -198,10 +198,13 @@ class SchedulingServicer:
             self._fw.run_post_bind(state, pod, node)
         return pb.PostBindResponse()
 
-    def _reserved(self, key: str, node: str) -> RemoteCycle:
+    def _reserved(self, pod: Pod, node: str) -> RemoteCycle:
+        key = pod.key
         cycle = self._cycles.get(key)
         if cycle is None:
             raise precondition("pod", f"pod {key} is not reserved: call Reserve first")
+        if cycle.pod.uid != pod.uid:
+            raise precondition("pod", f"pod {key} was replaced since Reserve: Unreserve it")
         if cycle.node_name != node:
             raise precondition("node_name", f"pod {key} is reserved on node "
                                             f"{cycle.node_name}, not {node}")
