@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 import yaml
 
@@ -17,6 +18,7 @@ from coscheduling.cluster.client import ApiError
 from coscheduling.config import ConfigError, SchedulerConfig, load_file, parse_config
 from coscheduling.config.load import dump_defaults
 from coscheduling.plugins.registry import default_registry
+from coscheduling.service import SchedulerService
 
 
 def _load_config(path: str | None) -> SchedulerConfig:
@@ -25,11 +27,24 @@ def _load_config(path: str | None) -> SchedulerConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from coscheduling.service import SchedulerService
+
+    from coscheduling.server.cli import settings_from, start_grpc_for
 
     logs.setup(args.v, args.log_format)
     config = _load_config(args.config)
+    try:
+        grpc_settings = None if args.no_grpc else settings_from(args)
+    except ValueError as err:
+        print(f"coscheduling run: {err}", file=sys.stderr)
+        return 2
     service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
+    try:
+        server = start_grpc_for(service, grpc_settings) if grpc_settings else None
+    except (OSError, RuntimeError) as err:
+        print(f"coscheduling run: cannot serve gRPC on {args.address}: {err} "
+              "(choose another --address, or --no-grpc)", file=sys.stderr)
+        service.stop()
+        return 1
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -40,6 +55,9 @@ def _run(args: argparse.Namespace) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump every stack
     if not service.start(sync_timeout=None):
         return 1
+    if server is not None:
+        print(f"coscheduling: gRPC plugin server on {server.address}", file=sys.stderr,
+              flush=True)
     print(f"coscheduling: scheduling pods with schedulerName={config.scheduler_name}"
           + (" once it holds the leader lease" if service.elector else ""),
           file=sys.stderr, flush=True)
@@ -47,10 +65,16 @@ def _run(args: argparse.Namespace) -> int:
         if service.lost_leadership.is_set():
             print("coscheduling: lost the leader lease; exiting so a restart rejoins as a "
                   "follower", file=sys.stderr, flush=True)
-            service.stop()
+            _shutdown(service, server)
             return 1
-    service.stop()
+    _shutdown(service, server)
     return 0
+
+
+def _shutdown(service: SchedulerService, server: Any) -> None:
+    if server is not None:
+        server.stop(5).wait()  # in-flight calls finish first
+    service.stop()
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -85,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="SchedulerConfiguration YAML file (default: built-in)")
     run.add_argument("-v", type=int, default=0, help="log verbosity (0 info, 1+ debug)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
+    run.add_argument("--no-grpc", action="store_true",
+                     help="do not serve the extension points over gRPC")
+    from coscheduling.server.cli import add_server_flags
+
+    add_server_flags(run)
     run.set_defaults(func=_run)
 
     explain = sub.add_parser("explain", help="why a PodGroup is where it is")

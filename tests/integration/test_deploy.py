@@ -50,7 +50,8 @@ def test_start_sh_schedules_a_gang(local_cluster: LocalCluster, kube: KubeClient
     config_file.write_text(yaml.safe_dump(config))
     env = _env(tmp_path)
     started = subprocess.run([str(START_SH), "--kubeconfig", str(local_cluster.kubeconfig),
-                              "--config", str(config_file), "--background"],
+                              "--config", str(config_file), "--background", "--",
+                              "--address", "127.0.0.1:0"],
                              env=env, capture_output=True, text=True, timeout=120)
     assert started.returncode == 0, started.stderr
     try:
@@ -176,7 +177,7 @@ class Replica:
         self.log = log
         self.process = subprocess.Popen(
             [sys.executable, "-m", "coscheduling", "run", "--kubeconfig", str(kubeconfig),
-             "--config", str(config)],
+             "--config", str(config), "--address", "127.0.0.1:0"],
             stdout=log.open("w"), stderr=subprocess.STDOUT)
 
     def bound(self, port: int) -> float:

@@ -44,7 +44,8 @@ KILL_POINTS = int(os.environ.get("COSCHEDULING_KILL_POINTS", "20"))
 def _scheduler_process(kubeconfig: Path, config: Path, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "coscheduling", "run", "--kubeconfig", str(kubeconfig),
-         "--config", str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT)
+         "--config", str(config), "--address", "127.0.0.1:0"], stdout=log.open("ab"),
+        stderr=subprocess.STDOUT)
 
 
 def test_kill_minus_nine_at_random_moments_leaves_no_partial_gang(

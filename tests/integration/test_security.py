@@ -94,7 +94,8 @@ def test_no_credential_appears_in_the_logs(local_cluster: LocalCluster, kube: Ku
     log = tmp_path / "scheduler.log"
     process = subprocess.Popen(
         [sys.executable, "-m", "coscheduling", "run", "--kubeconfig",
-         str(local_cluster.kubeconfig), "--config", str(config), "-v", "1"],
+         str(local_cluster.kubeconfig), "--config", str(config), "-v", "1",
+         "--address", "127.0.0.1:0"],
         stdout=log.open("w"), stderr=subprocess.STDOUT)
     try:
         make_node("logs-a", cpu="2")
