@@ -7,7 +7,6 @@ integration tests fail rather than skip when the control plane is unavailable.
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from coscheduling.localcluster import LocalCluster, ensure_binaries
 from tests.integration.fixtures import crd, kube, make_namespace, start_scheduler  # noqa: F401
+from tests.integration.kube import wait_until
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
@@ -55,24 +55,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         log(f"building the control plane failed: {error}")
 
 
-def _wait_for(
-    condition: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2, what: str = ""
-) -> Any:
-    """Poll `condition` until it returns a truthy value; fail the test after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what or condition}")
-        time.sleep(interval)
-
-
 @pytest.fixture(scope="session")
 def wait_for() -> Callable[..., Any]:
-    """`wait_for(condition, timeout=30, interval=0.2, what="")`: poll until truthy or fail."""
-    return _wait_for
+    """`wait_for(condition, timeout=60, interval=0.2, what="")`: poll until truthy or fail."""
+    return wait_until
 
 
 _SESSION_PIDS: list[int] = []
@@ -141,7 +127,7 @@ def namespace(kube_api: client.ApiClient) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:12]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     try:
-        _wait_for(
+        wait_until(
             lambda: _default_service_account(core, name),
             what=f"ServiceAccount {name}/default",
         )

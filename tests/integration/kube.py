@@ -106,6 +106,30 @@ def events_for(kube: KubeClient, namespace: str, name: str) -> list[dict[str, An
     return list(items)
 
 
+def exists(kube: KubeClient, path: str) -> bool:
+    try:
+        kube.get(path)
+    except ApiError:
+        return False
+    return True
+
+
+def start_waiting_gang(kube: KubeClient, namespace: str, sched: Any, group: str,
+                       size: int = 3, **spec: Any) -> list[str]:
+    """A gang of ``size`` one-cpu members, scheduled by hand until all but one wait at
+    Permit (the scheduler's loop must not be running). Returns the waiting pods' names."""
+    create_podgroup(kube, namespace, group, size, **spec)
+    for i in range(size):
+        create_pod(kube, namespace, pod_body(f"{group}-{i}", scheduler=sched.name,
+                                             group=group))
+    scheduler = sched.service.scheduler
+    wait_until(lambda: len(scheduler.cache.group_pods(f"{namespace}/{group}")) == size,
+               what=f"the {size} members of {group} in the scheduler's cache")
+    while len([w for w in scheduler.waiting_pods if w.pod.group == group]) < size - 1:
+        assert scheduler.schedule_one(timeout=5) is not None, "nothing left to schedule"
+    return sorted(w.pod.name for w in scheduler.waiting_pods if w.pod.group == group)
+
+
 def create_priority_class(kube: KubeClient, name: str, value: int) -> None:
     try:
         kube.create("/apis/scheduling.k8s.io/v1/priorityclasses",

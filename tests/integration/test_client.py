@@ -14,7 +14,7 @@ from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.cluster.informer import Informer
-from tests.integration.kube import pod_body, wait_until
+from tests.integration.kube import exists, pod_body, wait_until
 
 
 class Recorder:
@@ -61,7 +61,7 @@ def test_create_read_back_watch_and_bind(kube: KubeClient) -> None:
 
         kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": namespace}})
-        wait_until(lambda: _exists(kube, f"/api/v1/namespaces/{namespace}/serviceaccounts/"
+        wait_until(lambda: exists(kube, f"/api/v1/namespaces/{namespace}/serviceaccounts/"
                                          "default"), what="default ServiceAccount")
         kube.create(f"/api/v1/namespaces/{namespace}/pods",
                     pod_body("p", scheduler="nobody", cpu="250m", memory="64Mi",
@@ -90,11 +90,3 @@ def test_errors_name_the_status(kube: KubeClient) -> None:
     with pytest.raises(ApiError) as missing:
         kube.get("/api/v1/namespaces/does-not-exist-here")
     assert missing.value.not_found and "not found" in str(missing.value)
-
-
-def _exists(kube: KubeClient, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError:
-        return False
-    return True

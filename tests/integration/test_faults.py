@@ -30,8 +30,10 @@ from tests.integration.kube import (
     delete_pod,
     delete_podgroup,
     events_for,
+    exists,
     placement,
     pod_body,
+    start_waiting_gang,
     wait_until,
 )
 from tests.integration.proxy import CuttableProxy
@@ -202,7 +204,7 @@ def test_watch_expiry_410_relists_and_repairs_the_cache(tmp_path: Path) -> None:
     try:
         admin = KubeClient(ClientSettings(kubeconfig=str(cluster.kubeconfig)))
         admin.create("/api/v1/namespaces", {"metadata": {"name": "w"}})
-        wait_until(lambda: _exists(admin, "/api/v1/namespaces/w/serviceaccounts/default")
+        wait_until(lambda: exists(admin, "/api/v1/namespaces/w/serviceaccounts/default")
                    or _create_default_sa(admin), what="default ServiceAccount")
         for name in ("keep", "gone", "changed"):
             create_pod(admin, "w", pod_body(name, scheduler="none"))
@@ -239,14 +241,6 @@ def test_watch_expiry_410_relists_and_repairs_the_cache(tmp_path: Path) -> None:
         cluster.stop()
 
 
-def _exists(kube: KubeClient, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError:
-        return False
-    return True
-
-
 def _create_default_sa(kube: KubeClient) -> bool:
     """Without the controller manager nobody creates it; the test does."""
     try:
@@ -267,20 +261,6 @@ def _compact_etcd(cluster: LocalCluster, revision: int) -> None:
 
 # -- object churn ---------------------------------------------------------------------------
 
-def _two_waiting(kube: KubeClient, namespace: str, sched: Any, group: str, size: int = 3,
-                 cpu: str = "1", **spec: Any) -> list[str]:
-    create_podgroup(kube, namespace, group, size, **spec)
-    for i in range(size):
-        create_pod(kube, namespace, pod_body(f"{group}-{i}", scheduler=sched.name,
-                                             group=group, cpu=cpu))
-    scheduler = sched.service.scheduler
-    wait_until(lambda: len(scheduler.cache.group_pods(f"{namespace}/{group}")) == size,
-               what="members seen")
-    while len(scheduler.waiting_pods) < size - 1:
-        assert scheduler.schedule_one(timeout=5) is not None
-    return sorted(w.pod.name for w in scheduler.waiting_pods)
-
-
 def _event_says(kube: KubeClient, namespace: str, pod: str, text: str) -> bool:
     return any(text in e.get("message", "") for e in events_for(kube, namespace, pod))
 
@@ -293,7 +273,7 @@ def test_churn_member_node_and_group_deleted_while_waiting(
     scheduler = sched.service.scheduler
 
     # A waiting member is deleted: the gang's attempt is undone at once, with an event.
-    waiting = _two_waiting(kube, namespace, sched, "m")
+    waiting = start_waiting_gang(kube, namespace, sched, "m")
     delete_pod(kube, namespace, waiting[0])
     wait_until(lambda: len(scheduler.waiting_pods) == 0, what="siblings rejected")
     wait_until(lambda: _event_says(kube, namespace, waiting[1], "was deleted"),
@@ -302,7 +282,7 @@ def test_churn_member_node_and_group_deleted_while_waiting(
 
     # The node under waiting members is deleted: rejected, room released, event.
     make_node("churn-b", cpu="8")
-    waiting = _two_waiting(kube, namespace, sched, "n")
+    waiting = start_waiting_gang(kube, namespace, sched, "n")
     node = scheduler.waiting_pods.get(f"{namespace}/{waiting[0]}").node_name  # type: ignore[union-attr]
     kube.delete(f"/api/v1/nodes/{node}")
     wait_until(lambda: len(scheduler.waiting_pods) == 0, what="members on the node rejected")
@@ -311,7 +291,7 @@ def test_churn_member_node_and_group_deleted_while_waiting(
     assert bound_count(kube, namespace, "n") == 0
 
     # The PodGroup is deleted while members wait.
-    waiting = _two_waiting(kube, namespace, sched, "p")
+    waiting = start_waiting_gang(kube, namespace, sched, "p")
     delete_podgroup(kube, namespace, "p")
     wait_until(lambda: len(scheduler.waiting_pods) == 0, what="members rejected")
     wait_until(lambda: _event_says(kube, namespace, waiting[0], "was deleted"),
@@ -334,7 +314,7 @@ def test_churn_min_member_lowered_and_raised_while_waiting(
     scheduler = sched.service.scheduler
     path = f"/apis/{PG_API}/namespaces/{namespace}/podgroups"
 
-    waiting = _two_waiting(kube, namespace, sched, "low", size=4)  # 3 waiting, 1 pending
+    waiting = start_waiting_gang(kube, namespace, sched, "low", size=4)  # 3 waiting, 1 pending
     delete_pod(kube, namespace, ({f"low-{i}" for i in range(4)} - set(waiting)).pop())
     kube.patch(f"{path}/low", {"spec": {"minMember": 3}})
     wait_until(lambda: bound_count(kube, namespace, "low") == 3, what="released at 3")

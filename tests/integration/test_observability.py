@@ -20,6 +20,7 @@ from tests.integration.kube import (
     placement,
     pod_body,
     pod_condition,
+    start_waiting_gang,
     wait_until,
 )
 
@@ -127,16 +128,9 @@ def test_timeout_conditions_events_and_pod_conditions(
         start_scheduler: StartScheduler) -> None:
     make_node("obs-to", cpu="4")
     sched = start_scheduler(start=False)
-    create_podgroup(kube, namespace, "slow", 3, maxScheduleTime="3s")
-    for i in range(3):
-        create_pod(kube, namespace, pod_body(f"slow-{i}", scheduler=sched.name, group="slow"))
     sched.start(loops=False)
     scheduler = sched.service.scheduler
-    wait_until(lambda: len(scheduler.cache.group_pods(f"{namespace}/slow")) == 3,
-               what="members in the cache")
-    scheduler.schedule_one(timeout=5)
-    scheduler.schedule_one(timeout=5)
-    waiting = sorted(w.pod.name for w in scheduler.waiting_pods)
+    waiting = start_waiting_gang(kube, namespace, sched, "slow", 3, maxScheduleTime="3s")
     assert len(waiting) == 2
     delete_pod(kube, namespace, ({"slow-0", "slow-1", "slow-2"} - set(waiting)).pop())
     # While waiting: PodScheduled=False/Unschedulable and a Waiting event on the members.

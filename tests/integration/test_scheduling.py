@@ -17,6 +17,7 @@ from tests.integration.kube import (
     placement,
     pod_body,
     pod_condition,
+    start_waiting_gang,
     wait_until,
 )
 
@@ -175,18 +176,11 @@ def test_timeout_rejects_gang_and_releases_room(kube: KubeClient, namespace: str
     whole, its room is released, and a later gang that fits is placed."""
     make_node("to-a", cpu="4")
     sched = start_scheduler(start=False)
-    create_podgroup(kube, namespace, "slow", 3, maxScheduleTime="3s")
-    for i in range(3):
-        create_pod(kube, namespace, pod_body(f"slow-{i}", scheduler=sched.name, group="slow"))
     sched.start(loops=False)
     scheduler = sched.service.scheduler
-    wait_until(lambda: len(scheduler.cache.group_pods(f"{namespace}/slow")) == 3,
-               what="the watch sees 3 members")
-    for _ in range(2):
-        scheduler.schedule_one(timeout=5)
-    waiting = {w.pod.name for w in scheduler.waiting_pods}
+    waiting = start_waiting_gang(kube, namespace, sched, "slow", 3, maxScheduleTime="3s")
     assert len(waiting) == 2, waiting
-    third = ({"slow-0", "slow-1", "slow-2"} - waiting).pop()
+    third = ({"slow-0", "slow-1", "slow-2"} - set(waiting)).pop()
     delete_pod(kube, namespace, third)
     wait_until(lambda: len(scheduler.waiting_pods) == 0, timeout=10, what="gang timeout")
     info = scheduler.cache.node("to-a")
