@@ -64,6 +64,7 @@ class WaitingPods:
         self._seq = 0
         self._wake = threading.Condition(self._lock)
         self._subscribers: list[queue.SimpleQueue[Decision | None]] = []
+        self._interceptors: list[Callable[[WaitingPod], bool]] = []
         self._stopped = False
         self._timer = threading.Thread(target=self._run_timer, name="permit-timer", daemon=True)
         self._timer.start()
@@ -117,7 +118,21 @@ class WaitingPods:
         )
         for subscriber in self._subscribers:
             subscriber.put(decision)
+        for interceptor in self._interceptors:
+            if interceptor(waiting):
+                return  # e.g. a pod a remote caller reserved: the caller binds it, not us
         self._on_decision(waiting)
+
+    def add_interceptor(self, interceptor: Callable[[WaitingPod], bool]) -> None:
+        """Run ``interceptor`` on every decision first; when it answers True the decision is
+        its own and the scheduler's callback is not called. Like that callback, it runs under
+        this map's lock and must not block or take the cache lock."""
+        with self._lock:
+            self._interceptors.append(interceptor)
+
+    @property
+    def interceptors(self) -> tuple[Callable[[WaitingPod], bool], ...]:
+        return tuple(self._interceptors)
 
     def subscribe(self) -> queue.SimpleQueue[Decision | None]:
         """A queue of every later decision; ``None`` is put when the map stops."""

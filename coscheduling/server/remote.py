@@ -22,7 +22,6 @@ from coscheduling.framework.status import Code, Status
 from coscheduling.plugins.coscheduling.plugin import PERMITTED, REJECTION, Rejection
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from coscheduling.api.pods import Pod
     from coscheduling.framework.waiting import WaitingPod
@@ -64,23 +63,23 @@ class RemoteCycles:
         self._lock = threading.Lock()
         self._cycles: dict[str, RemoteCycle] = {}
         self._metrics = scheduler.metrics
-        waiting = scheduler.waiting_pods
-        self._scheduler_callback: Callable[[WaitingPod], None] = waiting._on_decision
-        waiting._on_decision = self._on_decision
+        scheduler.waiting_pods.add_interceptor(self._intercept)
         self._servers = 0  # running servers; the last one to stop undoes what is left
 
-    def _on_decision(self, waiting: WaitingPod) -> None:
+    def _intercept(self, waiting: WaitingPod) -> bool:
+        """Decisions on pods a remote caller reserved are the caller's (True); the rest go
+        on to the scheduler's binding cycle."""
         with self._lock:
             cycle = self._cycles.get(waiting.key)
             remote = cycle is not None and cycle.pod.uid == waiting.pod.uid
             if cycle is not None and remote:
                 cycle.decision = waiting.decision or Status.error("no decision")
         if not remote:
-            self._scheduler_callback(waiting)
-            return
+            return False
         decision = waiting.decision
         result = "allowed" if decision is not None and decision.ok else "rejected"
         self._metrics.observe_permit_wait(result, waiting.decided_at - waiting.since)
+        return True
 
     def attach(self) -> None:
         with self._lock:
@@ -115,10 +114,11 @@ _INSTALL_LOCK = threading.Lock()
 def remote_cycles(scheduler: Scheduler) -> RemoteCycles:
     """The scheduler's RemoteCycles, made (and its decision callback wrapped) on first use.
 
-    Found through the callback it installed, so it lives exactly as long as the scheduler.
+    Found through the interceptor it installed, so it lives exactly as long as the scheduler.
     """
     with _INSTALL_LOCK:
-        installed = getattr(scheduler.waiting_pods._on_decision, "__self__", None)
-        if isinstance(installed, RemoteCycles):
-            return installed
+        for interceptor in scheduler.waiting_pods.interceptors:
+            installed = getattr(interceptor, "__self__", None)
+            if isinstance(installed, RemoteCycles):
+                return installed
         return RemoteCycles(scheduler)
