@@ -1,0 +1,555 @@
+"""`make bench`: every workload against the ceiling, upstream and ours, on fresh clusters.
+
+For each (workload, contender): start a new local control plane, create the nodes (and
+PodGroups), start the contender, wait until it binds a probe pod (its caches are synced),
+then create the workload's pods as fast as the API server takes them and record every bind
+through a watch. Results go to bench-results/<timestamp>/ (results.json, results.md, a
+chart); a full-scale run also refreshes bench/RESULTS.md.
+
+Exit status: 1 if a scheduler left a partial gang or over-committed a node, 3 if a run did
+not finish (not every pod bound in W1, W2 or W4), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import report, upstream
+from bench.cluster import (
+    NAMESPACE,
+    OUR_CRD,
+    admin_client,
+    apply_crds,
+    create_namespace,
+    create_nodes,
+    group_label,
+    pod_body,
+    podgroup_body,
+)
+from bench.fastclient import FastClient
+from bench.observe import (
+    ALGORITHM_HISTOGRAM,
+    BindRecorder,
+    ProcessMonitor,
+    attempt_buckets,
+    fetch_metrics,
+    histogram_quantile,
+    sample_process,
+    subtract,
+)
+from bench.schedulers import Contender, Process, Profiler, contenders
+from bench.workloads import Workload, build_workloads
+from coscheduling.api.nodes import parse_node
+from coscheduling.api.pods import parse_pod
+from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.localcluster import LocalCluster, ensure_binaries
+from coscheduling.localcluster.build import KUBERNETES_VERSION
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_COPY = REPO / "bench" / "RESULTS.md"
+PROBE = "probe"
+CREATORS = 32
+READY_TIMEOUT = 180.0
+
+
+def log(message: str) -> None:
+    print(f"[bench {datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr,
+          flush=True)
+
+
+def machine() -> dict[str, Any]:
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                  if line.startswith("model name")), platform.processor() or "unknown")
+    meminfo = Path("/proc/meminfo").read_text().split()
+    mem_gib = int(meminfo[meminfo.index("MemTotal:") + 1]) / 2**20
+    return {"nproc": os.cpu_count(), "memory_gib": round(mem_gib, 1), "cpu_model": model,
+            "kernel": platform.release(), "python": platform.python_version()}
+
+
+def busy_jiffies() -> int:
+    """Machine-wide non-idle CPU time, to tell how much else ran during a measurement."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4]  # minus idle and iowait
+
+
+def cpu_of(pids: list[int]) -> float:
+    return sum(s.cpu_seconds for s in map(sample_process, pids) if s is not None)
+
+
+def own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+# -- the workload ---------------------------------------------------------------------
+
+def plan(workload: Workload) -> tuple[list[str], dict[str, list[str]], dict[str, str]]:
+    """(pod names in creation order, gang -> members, pod -> gang)."""
+    order: list[str] = []
+    members: dict[str, list[str]] = {}
+    gang_of: dict[str, str] = {}
+    for index, size in enumerate(workload.gang_sizes):
+        gang = f"g-{index:04d}"
+        members[gang] = [f"{gang}-{m:02d}" for m in range(size)]
+        for pod in members[gang]:
+            gang_of[pod] = gang
+        order += members[gang]
+    order += [f"p-{index:05d}" for index in range(workload.plain_pods)]
+    return order, members, gang_of
+
+
+def with_retries(action: Callable[[], Any], what: str, attempts: int = 6) -> None:
+    """Retry what the API server sheds under load (429, 5xx, dropped connections)."""
+    for attempt in range(attempts):
+        try:
+            action()
+            return
+        except ApiError as err:
+            if err.conflict and attempt:
+                return  # an earlier attempt did create it
+            if attempt == attempts - 1 or not (err.status in (0, 429) or err.status >= 500):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError(f"unreachable: {what}")
+
+
+def create_podgroups(kube: KubeClient, members: dict[str, list[str]], upstream_api: bool) -> None:
+    def make(gang: str) -> None:
+        path, body = podgroup_body(gang, len(members[gang]), upstream_api)
+        with_retries(lambda: kube.create(path, body), f"PodGroup {gang}")
+
+    with ThreadPoolExecutor(CREATORS) as pool:
+        for future in [pool.submit(make, gang) for gang in members]:
+            future.result()
+
+
+def create_pods(kube: FastClient, order: list[str], gang_of: dict[str, str],
+                contender: Contender, created: dict[str, float]) -> None:
+    """Create every pod as fast as the API server allows; stamp each when its create returns."""
+    label = group_label(contender.upstream_api)
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    def make(name: str) -> None:
+        gang = gang_of.get(name)
+        labels = {label: gang} if gang and contender.gangs else {}
+        body = pod_body(name, contender.scheduler_name, labels)
+        with_retries(lambda: kube.post(path, body), f"pod {name}")
+        created[name] = time.monotonic()
+
+    with ThreadPoolExecutor(CREATORS) as pool:
+        for future in [pool.submit(make, name) for name in order]:
+            future.result()
+
+
+def final_checks(kube: KubeClient) -> tuple[dict[str, str], list[str]]:
+    """(pod -> node as the API server has it now, over-committed nodes with details)."""
+    nodes = {}
+    for item in kube.get("/api/v1/nodes").get("items") or ():
+        node = parse_node(item)
+        nodes[node.name] = node.allocatable
+    used: dict[str, dict[str, int]] = {}
+    placement: dict[str, str] = {}
+    for item in kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods").get("items") or ():
+        pod = parse_pod(item)
+        if not pod.node_name:
+            continue
+        placement[pod.name] = pod.node_name
+        totals = used.setdefault(pod.node_name, {"pods": 0})
+        totals["pods"] += 1
+        for resource, amount in pod.requests.items():
+            totals[resource] = totals.get(resource, 0) + amount
+    over = []
+    for node_name, totals in used.items():
+        alloc = nodes.get(node_name, {})
+        excess = [f"{r} {v} > {alloc.get(r, 0)}" for r, v in totals.items()
+                  if v > alloc.get(r, 0)]
+        if excess:
+            over.append(f"{node_name}: {', '.join(excess)}")
+    return placement, over
+
+
+def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: float,
+            cap: float, profile_to: Path | None = None) -> dict[str, Any]:
+    """One contender on one workload, on a fresh control plane; every process stopped."""
+    rundir = outdir / f"{workload.name}-{contender.key}"
+    rundir.mkdir(parents=True, exist_ok=True)
+    order, members, gang_of = plan(workload)
+    result: dict[str, Any] = {"workload": workload.name, "scheduler": contender.key,
+                              "workload_description": workload.describe(),
+                              "pods": len(order), "notes": []}
+    cluster = LocalCluster(rundir / "cluster", binaries=ensure_binaries(),
+                           log=lambda m: None)
+    process: Process | None = None
+    profiler: Profiler | None = None
+    recorder: BindRecorder | None = None
+    monitor: ProcessMonitor | None = None
+    kube: KubeClient | None = None
+    log(f"{workload.name} / {contender.key}: starting a fresh control plane")
+    cluster.start()
+    try:
+        kube = admin_client(cluster.kubeconfig)
+        if contender.gangs:
+            apply_crds(kube, upstream.crd_manifest() if contender.upstream_api else OUR_CRD)
+        create_namespace(kube)
+        started = time.monotonic()
+        fast = FastClient(cluster.kubeconfig)
+        create_nodes(fast, workload.nodes)
+        if contender.gangs and members:
+            create_podgroups(kube, members, contender.upstream_api)
+        groups = len(members) if contender.gangs else 0
+        log(f"{workload.name} / {contender.key}: {workload.nodes} nodes and {groups} "
+            f"PodGroups in {time.monotonic() - started:.1f}s; starting the scheduler")
+        recorder = BindRecorder(admin_client(cluster.kubeconfig, pool=4), NAMESPACE)
+        recorder.start()
+        process = Process(contender.command(cluster.kubeconfig, rundir),
+                          rundir / f"{contender.key}.log", rundir)
+        monitor = ProcessMonitor(process.pid)
+        monitor.start()
+        probe_started = time.monotonic()
+        with_retries(lambda: kube.create(  # type: ignore[union-attr]
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            pod_body(PROBE, contender.scheduler_name, cpu="10m", memory="1Mi")), "probe")
+        while PROBE not in recorder.bound:
+            if not process.alive():
+                raise RuntimeError(f"{contender.key} exited with {process.popen.returncode}; "
+                                   f"see {process.log_path}")
+            if time.monotonic() - probe_started > READY_TIMEOUT:
+                raise TimeoutError(f"{contender.key} did not bind the probe pod in "
+                                   f"{READY_TIMEOUT:.0f}s; see {process.log_path}")
+            recorder.wait(0.2)
+        result["ready_seconds"] = round(time.monotonic() - probe_started, 2)
+        if profile_to is not None:
+            profiler = Profiler(process.pid, profile_to, rundir / "py-spy.log")
+            time.sleep(1.0)  # let py-spy attach before the first pod
+        metrics_before = fetch_metrics(contender.metrics_url) if contender.metrics_url else None
+        cluster_pids = list(cluster.pids.values())
+        before = (sample_process(process.pid), cpu_of(cluster_pids), busy_jiffies(), own_cpu())
+        load_before = os.getloadavg()[0]
+
+        created: dict[str, float] = {}
+        log(f"{workload.name} / {contender.key}: ready in {result['ready_seconds']}s; "
+            f"creating {len(order)} pods")
+        with ThreadPoolExecutor(1) as creator:
+            creating = creator.submit(create_pods, fast, order, gang_of, contender, created)
+            outcome = wait_for_binds(workload, contender, recorder, process, creating,
+                                     len(order), settle, cap)
+            creating.result()
+        result["outcome"] = outcome
+        metrics_after = fetch_metrics(contender.metrics_url) if contender.metrics_url else None
+        after = (sample_process(process.pid), cpu_of(cluster_pids), busy_jiffies(), own_cpu())
+        monitor.stop()
+        if profiler is not None:
+            profiler.stop()
+            profiler = None
+        result["exit_code"] = process.stop()
+
+        placement, over = final_checks(kube)
+        placement.pop(PROBE, None)
+        bound = {name: recorder.bound[name][0] for name in order if name in recorder.bound}
+        missed = [name for name in placement if name in created and name not in bound]
+        if missed:
+            result["notes"].append(f"{len(missed)} binds were not seen by the watch")
+        fill(result, created, bound, members, placement, over)
+        scheduler_cpu = (after[0].cpu_seconds - before[0].cpu_seconds
+                         if after[0] and before[0] else None)
+        result["cpu_seconds"] = scheduler_cpu
+        result["cpu_seconds_total"] = after[0].cpu_seconds if after[0] else None
+        result["peak_rss_mib"] = round(monitor.peak_rss_kib / 1024, 1)
+        result["control_plane_cpu_seconds"] = round(after[1] - before[1], 1)
+        result["driver_cpu_seconds"] = round(after[3] - before[3], 1)
+        busy = (after[2] - before[2]) / os.sysconf("SC_CLK_TCK")
+        result["machine_busy_cpu_seconds"] = round(busy, 1)
+        result["other_cpu_seconds"] = round(
+            busy - (scheduler_cpu or 0) - (after[1] - before[1]) - (after[3] - before[3]), 1)
+        result["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+        cycles(result, contender, metrics_before, metrics_after)
+        result["notes"] += contender.notes
+        if recorder.errors:
+            result["notes"].append(f"watch errors: {recorder.errors[:3]}")
+        log(summary(result))
+        return result
+    finally:
+        if profiler is not None:
+            profiler.stop()
+        if monitor is not None:
+            monitor.stop()
+        if process is not None:
+            process.stop()
+        if recorder is not None:
+            recorder.stop()
+        if kube is not None:
+            kube.close()
+        cluster.stop()
+        shutil.rmtree(rundir / "cluster" / "etcd-data", ignore_errors=True)
+
+
+def wait_for_binds(workload: Workload, contender: Contender, recorder: BindRecorder,
+                   process: Process, creating: Any, total: int, settle: float,
+                   cap: float) -> str:
+    """Until every pod is bound; with contention, until binds stop for `settle` seconds."""
+    started = time.monotonic()
+    last_count, last_change = -1, started
+    quiet = settle if workload.contention else max(settle, 120.0)
+    if workload.contention and contender.key == "ceiling":
+        quiet = 5.0  # nothing times out in the ceiling: once full, it stays full
+    while True:
+        count = recorder.count() - (1 if PROBE in recorder.bound else 0)
+        now = time.monotonic()
+        if count != last_count:
+            last_count, last_change = count, now
+        if count >= total:
+            return "all bound"
+        if not process.alive():
+            return f"scheduler exited ({process.popen.returncode})"
+        if creating.done() and now - last_change >= quiet:
+            return "settled" if workload.contention else f"stalled ({quiet:.0f}s without a bind)"
+        if now - started > cap:
+            return f"cut off after {cap:.0f}s"
+        recorder.wait(0.5)
+
+
+def fill(result: dict[str, Any], created: dict[str, float], bound: dict[str, float],
+         members: dict[str, list[str]], placement: dict[str, str], over: list[str]) -> None:
+    rates = report.throughput(created, bound)
+    result["bound"] = len(placement)
+    result["throughput_whole"] = rates["whole"]
+    result["throughput_steady"] = rates["steady"]
+    result["duration_seconds"] = rates["duration"]
+    result["creation_seconds"] = (max(created.values()) - min(created.values())
+                                  if created else None)
+    result["timeline"] = report.timeline(created, bound)
+    result["overcommitted_nodes"] = len(over)
+    result["overcommit_details"] = over[:20]
+    if members:
+        # Truth for gang completeness is what the API server holds at the end.
+        final = {name: bound.get(name, 0.0) for name in placement}
+        gangs = report.gang_outcomes(members, created, final)
+        timed = report.gang_outcomes(members, created, bound)
+        result["gangs_total"] = gangs["gangs"]
+        result["gangs_placed"] = gangs["placed"]
+        result["gangs_partial"] = gangs["partial"]
+        result["partial_gangs"] = gangs["partial_names"]
+        result["gang_latency_p50"] = timed["latency_p50"]
+        result["gang_latency_p99"] = timed["latency_p99"]
+
+
+def _quantiles_ms(buckets: dict[float, float]) -> tuple[float | None, float | None]:
+    p50, p99 = histogram_quantile(0.50, buckets), histogram_quantile(0.99, buckets)
+    return (None if p50 is None else p50 * 1000, None if p99 is None else p99 * 1000)
+
+
+def cycles(result: dict[str, Any], contender: Contender, before: str | None,
+           after: str | None) -> None:
+    """Per-pod scheduling cycle p50/p99 from the scheduler's own histograms, if it has them.
+
+    Ours observes its attempt histogram when the scheduling cycle ends (Permit included,
+    its wait not). Upstream observes the attempt after the binding cycle (Permit wait and
+    the Bind call included), so its cycle figure is its algorithm histogram (PreFilter,
+    Filter, Score: Reserve and Permit left out), and the attempt one is kept in the JSON.
+    """
+    result["cycle_p50_ms"] = result["cycle_p99_ms"] = None
+    if after is None:
+        return
+    before = before or ""
+    attempts = subtract(attempt_buckets(after), attempt_buckets(before))
+    result["scheduled_attempts"] = max(attempts.values()) if attempts else 0
+    failed = subtract(attempt_buckets(after, "unschedulable"),
+                      attempt_buckets(before, "unschedulable"))
+    result["unschedulable_attempts"] = max(failed.values()) if failed else 0
+    result["attempt_p50_ms"], result["attempt_p99_ms"] = _quantiles_ms(attempts)
+    if contender.key == "upstream":
+        algorithm = subtract(attempt_buckets(after, None, ALGORITHM_HISTOGRAM),
+                             attempt_buckets(before, None, ALGORITHM_HISTOGRAM))
+        result["cycle_p50_ms"], result["cycle_p99_ms"] = _quantiles_ms(algorithm)
+        result["cycle_source"] = f"{ALGORITHM_HISTOGRAM} (PreFilter+Filter+Score only)"
+    else:
+        result["cycle_p50_ms"], result["cycle_p99_ms"] = _quantiles_ms(attempts)
+        result["cycle_source"] = "scheduler_scheduling_attempt_duration_seconds{result=scheduled}"
+
+
+def summary(result: dict[str, Any]) -> str:
+    def num(key: str, fmt: str = "{:.1f}") -> str:
+        value = result.get(key)
+        return "n/a" if value is None else fmt.format(value)
+
+    text = (f"{result['workload']} / {result['scheduler']}: {result.get('outcome')}; "
+            f"{result.get('bound')}/{result['pods']} bound, {num('throughput_whole')} pods/s "
+            f"(steady {num('throughput_steady')}), gang p99 {num('gang_latency_p99', '{:.2f}')}s,"
+            f" RSS {num('peak_rss_mib', '{:.0f}')} MiB, CPU {num('cpu_seconds')}s")
+    if "gangs_placed" in result:
+        text += f", gangs {result['gangs_placed']}/{result['gangs_total']} placed, " \
+                f"{result['gangs_partial']} partial"
+    return text
+
+
+# -- failures -------------------------------------------------------------------------
+
+def failures(runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(invariant violations, unfinished runs). The ceiling has no gang semantics."""
+    broken, unfinished = [], []
+    for run in runs:
+        where = f"{run['workload']}/{run['scheduler']}"
+        if run.get("error"):
+            unfinished.append(f"{where}: {run['error']}")
+            continue
+        if run.get("overcommitted_nodes"):
+            broken.append(f"{where}: {run['overcommitted_nodes']} over-committed nodes: "
+                          f"{run['overcommit_details'][:3]}")
+        if run["scheduler"] != "ceiling" and run.get("gangs_partial"):
+            broken.append(f"{where}: {run['gangs_partial']} partial gangs: "
+                          f"{run['partial_gangs'][:5]}")
+        if run.get("outcome") not in ("all bound", "settled"):
+            unfinished.append(f"{where}: {run.get('outcome')}")
+    return broken, unfinished
+
+
+# -- main -----------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply every node, gang and pod count (0.1 for a smoke run)")
+    parser.add_argument("--workloads", default="W1,W2,W3,W4")
+    parser.add_argument("--schedulers", default="ceiling,upstream,ours")
+    parser.add_argument("--out", type=Path, default=REPO / "bench-results")
+    parser.add_argument("--settle", type=float,
+                        default=upstream.PERMIT_WAITING_TIME_SECONDS + 10.0,
+                        help="W3 ends when no pod was bound for this long (default: the "
+                             "60 s gang timeout both schedulers use, plus 10 s)")
+    parser.add_argument("--cap", type=float, default=900.0,
+                        help="longest a single run may take, in seconds")
+    parser.add_argument("--no-profile", dest="profile", action="store_false",
+                        help="skip the extra W1 run of ours under py-spy")
+    parser.add_argument("--publish", action=argparse.BooleanOptionalAction, default=None,
+                        help="copy the table to bench/RESULTS.md (default: at scale 1)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workloads = build_workloads(args.scale)
+    chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in chosen if w not in workloads]
+    everyone = contenders()
+    picked = [c.strip() for c in args.schedulers.split(",") if c.strip()]
+    unknown += [c for c in picked if c not in everyone]
+    if unknown:
+        print(f"bench: unknown workloads or schedulers: {unknown}", file=sys.stderr)
+        return 2
+    ensure_binaries()
+    if "upstream" in picked:
+        upstream.ensure_binary()
+        upstream.crd_manifest()
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    outdir = (args.out / stamp).absolute()
+    outdir.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine_info": machine(),
+        "scale": args.scale,
+        "kubernetes": KUBERNETES_VERSION,
+        "scheduler_plugins": upstream.PLUGINS_VERSION,
+        "settle_seconds": args.settle,
+        "contenders": {
+            "ceiling": "a Python client (own process, 48 threads) that watches pending pods and "
+                       "POSTs a Binding to the next node round-robin that still has room; no "
+                       "gang semantics",
+            "upstream": f"kube-scheduler v{KUBERNETES_VERSION} + scheduler-plugins "
+                        f"v{upstream.PLUGINS_VERSION} Coscheduling (multiPoint + only "
+                        f"QueueSort, as its docs show), permitWaitingTimeSeconds "
+                        f"{upstream.PERMIT_WAITING_TIME_SECONDS}, clientConnection qps "
+                        f"{upstream.CLIENT_QPS}/burst {upstream.CLIENT_BURST}, leader "
+                        "election off, other plugins as the default profile",
+            "ours": "`coscheduling run --kubeconfig K`: the default configuration (client "
+                    "qps 200/burst 400, gang timeout 60 s, bindingParallelism 16)",
+        },
+    }
+    info = meta["machine_info"]
+    meta["machine"] = (f"{info['nproc']} CPUs ({info['cpu_model']}), "
+                       f"{info['memory_gib']} GiB RAM, Linux {info['kernel']}, "
+                       f"Python {info['python']}")
+    log(f"results in {outdir}")
+    runs: list[dict[str, Any]] = []
+    document: dict[str, Any] = {"meta": meta, "runs": runs}
+
+    def save() -> None:
+        (outdir / "results.json").write_text(json.dumps(document, indent=1) + "\n")
+
+    for name in chosen:
+        for key in picked:
+            try:
+                runs.append(run_one(workloads[name], everyone[key], outdir,
+                                    settle=args.settle, cap=args.cap))
+            except Exception as err:  # record it, go on with the others, fail at the end
+                traceback.print_exc()
+                runs.append({"workload": name, "scheduler": key, "error": repr(err),
+                             "workload_description": workloads[name].describe(),
+                             "pods": workloads[name].pods, "timeline": [], "notes": []})
+            save()
+    if args.profile and "ours" in picked and "W1" in chosen:
+        document["profile"] = profile_run(workloads["W1"], everyone["ours"], outdir, args)
+        save()
+    table = report.markdown([r for r in runs if not r.get("error")], meta)
+    broken, unfinished = failures(runs)
+    if broken or unfinished:
+        table += "\n## Problems\n\n" + "\n".join(f"- {p}" for p in broken + unfinished) + "\n"
+    (outdir / "results.md").write_text(table)
+    with contextlib.suppress(ImportError):
+        report.chart([r for r in runs if r.get("timeline")], outdir / "bound_over_time.png")
+    publish = args.publish if args.publish is not None else args.scale == 1.0
+    if publish:
+        chart_copy = RESULTS_COPY.with_suffix(".png")
+        text = table
+        with contextlib.suppress(FileNotFoundError):
+            shutil.copy(outdir / "bound_over_time.png", chart_copy)
+            text += f"\n![pods bound over time]({chart_copy.name})\n"
+        RESULTS_COPY.write_text(text)
+        log(f"copied the table to {RESULTS_COPY}")
+    print(table)
+    for problem in broken:
+        print(f"BENCHMARK FAILURE: {problem}", file=sys.stderr)
+    for problem in unfinished:
+        print(f"BENCHMARK INCOMPLETE: {problem}", file=sys.stderr)
+    log(f"results: {outdir / 'results.md'}, {outdir / 'results.json'}, "
+        f"{outdir / 'bound_over_time.png'}")
+    return 1 if broken else 3 if unfinished else 0
+
+
+def profile_run(workload: Workload, contender: Contender, outdir: Path,
+                args: argparse.Namespace) -> dict[str, Any]:
+    """An extra W1 run of ours with py-spy attached (not in the table: py-spy slows it)."""
+    raw_path = outdir / "profile-W1-ours.txt"
+    try:
+        result = run_one(workload, contender, outdir / "profile", settle=args.settle,
+                         cap=args.cap, profile_to=raw_path)
+    except Exception as err:
+        traceback.print_exc()
+        return {"error": repr(err)}
+    if not raw_path.is_file():
+        return {"error": f"py-spy wrote no profile; see {outdir / 'profile'}"}
+    tables = report.profile_tables(raw_path.read_text())
+    context = (f"W1 at scale {args.scale}: {result.get('bound')}/{result['pods']} pods bound "
+               f"at {result.get('throughput_whole') or 0:.1f} pods/s under py-spy.")
+    (outdir / "profile.md").write_text(report.profile_markdown(tables, context))
+    log(f"profile of ours: {outdir / 'profile.md'}")
+    return {"run": {k: v for k, v in result.items() if k != "timeline"},
+            "self": tables["self"], "cumulative": tables["cumulative"]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
