@@ -20,7 +20,7 @@ venv: $(STAMP)
 # Every test, the real-control-plane ones included. The first run builds etcd,
 # kube-apiserver and kube-controller-manager from Go modules (several minutes, cached).
 test: $(STAMP)
-	$(PY) -m coscheduling.localcluster.build
+	$(PY) -m coscheduling.localcluster
 	$(PY) -m pytest tests -q
 
 unit: $(STAMP)
@@ -30,7 +30,7 @@ integration: $(STAMP)
 	$(PY) -m pytest tests/integration -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check coscheduling tests
+	$(VENV)/bin/ruff check coscheduling tests bench
 	$(VENV)/bin/mypy coscheduling
 
 # The gRPC code in coscheduling/server/gen, from proto/ with the pinned grpcio-tools.
@@ -79,12 +79,12 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	$(PY) -m coscheduling.localcluster.build
+	$(PY) -m coscheduling.localcluster
 	$(PY) -m bench.upstream
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 # A tenth of every size and a short W3 settle time: a few minutes, for checking the harness.
 bench-smoke: $(BENCH_STAMP)
-	$(PY) -m coscheduling.localcluster.build
+	$(PY) -m coscheduling.localcluster
 	$(PY) -m bench.upstream
 	$(PY) -m bench.run --scale 0.1 --settle 15 --no-profile $(BENCH_ARGS)

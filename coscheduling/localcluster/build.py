@@ -246,13 +246,3 @@ def _build(go: str, target: _Target, log: Log) -> None:
         partial.unlink(missing_ok=True)
     log(f"built {what} in {time.monotonic() - started:.0f}s -> {target.out}")
 
-
-if __name__ == "__main__":
-    # `python -m coscheduling.localcluster.build`: build (once) before the tests run, with
-    # progress on the terminal instead of inside a test's time limit.
-    try:
-        built = ensure_binaries()
-    except BuildError as error:
-        print(f"coscheduling: {error}", file=sys.stderr)
-        sys.exit(1)
-    print(f"control-plane binaries ready: {built.kube_apiserver.parent}, {built.etcd.parent}")
