@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +62,11 @@ def apply_crds(kube: KubeClient, manifest: Path) -> list[str]:
                 raise
         name = doc["metadata"]["name"]
         names.append(name)
-        wait_until(lambda name=name: _established(kube, name), 60, f"CRD {name}")
+        wait_until(partial(_established, kube, name), 60, f"CRD {name}")
         group = doc["spec"]["group"]
         version = doc["spec"]["versions"][0]["name"]
         plural = doc["spec"]["names"]["plural"]
-        wait_until(lambda p=f"/apis/{group}/{version}/{plural}": _served(kube, p), 60,
+        wait_until(partial(_served, kube, f"/apis/{group}/{version}/{plural}"), 60,
                    f"{plural}.{group} to be served")
     return names
 

@@ -128,6 +128,12 @@ def markdown(runs: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
         "attempt_p50_ms/attempt_p99_ms). CPU and peak RSS: the scheduler process (/proc); "
         "CPU counts from the first pod created to the end of the run.",
         "",
+        "One run per cell on a shared machine: \"CPU of other processes\" is the machine's "
+        "busy CPU during the run minus the scheduler, the control plane and the benchmark "
+        "itself (other work, such as test suites, running at the same time); where it is "
+        "large the cell is noisy. Pod creation runs concurrently with scheduling, so all "
+        "three contend with the creator for the same API server and the same 2 cores.",
+        "",
     ]
     for workload in sorted(by_workload):
         runs_here = by_workload[workload]

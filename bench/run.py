@@ -220,7 +220,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         monitor = ProcessMonitor(process.pid)
         monitor.start()
         probe_started = time.monotonic()
-        with_retries(lambda: kube.create(  # type: ignore[union-attr]
+        with_retries(lambda: kube.create(
             f"/api/v1/namespaces/{NAMESPACE}/pods",
             pod_body(PROBE, contender.scheduler_name, cpu="10m", memory="1Mi")), "probe")
         while PROBE not in recorder.bound:
@@ -437,11 +437,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="skip the extra W1 run of ours under py-spy")
     parser.add_argument("--publish", action=argparse.BooleanOptionalAction, default=None,
                         help="copy the table to bench/RESULTS.md (default: at scale 1)")
+    parser.add_argument("--render", type=Path, metavar="DIR",
+                        help="only rewrite DIR's results.md and chart from its results.json")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render is not None:
+        saved = json.loads((args.render / "results.json").read_text())
+        publish = args.publish if args.publish is not None else saved["meta"]["scale"] == 1
+        return finish(saved, args.render.absolute(), publish)
     workloads = build_workloads(args.scale)
     chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in chosen if w not in workloads]
@@ -504,20 +510,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile and "ours" in picked and "W1" in chosen:
         document["profile"] = profile_run(workloads["W1"], everyone["ours"], outdir, args)
         save()
-    table = report.markdown([r for r in runs if not r.get("error")], meta)
+    publish = args.publish if args.publish is not None else args.scale == 1.0
+    return finish(document, outdir, publish)
+
+
+def finish(document: dict[str, Any], outdir: Path, publish: bool) -> int:
+    """Write results.md and the chart (and bench/RESULTS.md); the exit status."""
+    runs: list[dict[str, Any]] = document["runs"]
+    table = report.markdown([r for r in runs if not r.get("error")], document["meta"])
     broken, unfinished = failures(runs)
     if broken or unfinished:
         table += "\n## Problems\n\n" + "\n".join(f"- {p}" for p in broken + unfinished) + "\n"
     (outdir / "results.md").write_text(table)
     with contextlib.suppress(ImportError):
         report.chart([r for r in runs if r.get("timeline")], outdir / "bound_over_time.png")
-    publish = args.publish if args.publish is not None else args.scale == 1.0
     if publish:
         chart_copy = RESULTS_COPY.with_suffix(".png")
         text = table
         with contextlib.suppress(FileNotFoundError):
             shutil.copy(outdir / "bound_over_time.png", chart_copy)
             text += f"\n![pods bound over time]({chart_copy.name})\n"
+        profile = outdir / "profile.md"
+        if profile.is_file():
+            text += "\n" + profile.read_text().replace("\n# ", "\n## ", 1).replace(
+                "# Profile", "## Profile", 1).replace("\n## Top", "\n### Top")
         RESULTS_COPY.write_text(text)
         log(f"copied the table to {RESULTS_COPY}")
     print(table)
