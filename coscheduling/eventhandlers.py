@@ -127,6 +127,12 @@ class PodGroupEvents:
         self._changed(group)
 
     def on_update(self, old: PodGroup, new: PodGroup) -> None:
+        if _same_spec(old, new):
+            # Status writes (ours included) come back as updates: keep the record, but do
+            # not wake the group's pods, or every status write would retry a frozen gang.
+            with self.s.cache.lock:
+                self.s.podgroups()[new.key] = new
+            return
         self._changed(new)
 
     def _changed(self, group: PodGroup) -> None:
@@ -179,3 +185,9 @@ class FinishedPodEvents:
                 if not members:
                     del self.s.finished[pod.group_key]
         self.s.group_changed(pod.group_key)
+
+
+def _same_spec(old: PodGroup, new: PodGroup) -> bool:
+    return (old.min_member, old.min_resources, old.max_schedule_time, old.priority_class_name,
+            old.errors) == (new.min_member, new.min_resources, new.max_schedule_time,
+                            new.priority_class_name, new.errors)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coscheduling.api.times import format_duration
+from coscheduling.api.times import format_rfc3339
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
@@ -107,10 +107,12 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
             return SUCCESS
         frozen = manager.frozen(group_key)
         if frozen is not None:
-            left, reason = frozen
+            # An absolute time, so the message (and the pod condition) stays the same on
+            # every retry instead of counting down.
             return Status.unschedulable(
-                f'PodGroup "{group_key}" is frozen for {format_duration(round(left))} after '
-                f"a failed attempt: {reason}"
+                f'PodGroup "{group_key}" is frozen until '
+                f"{format_rfc3339(manager.frozen_until(group_key))} after a failed attempt: "
+                f"{frozen[1]}"
             )
         candidates = sorted(
             (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
