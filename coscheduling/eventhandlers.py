@@ -42,8 +42,14 @@ class PodEvents:
             return
         if not pod.gated:
             s.queue.add(pod)
-        if pod.group_key:
+        if pod.group_key and self._enough_members(pod.group_key):
             s.move_groups([pod.group_key])
+
+    def _enough_members(self, group_key: str) -> bool:
+        """A sibling's arrival helps parked members only once minMember members exist;
+        before that, retrying them on every arrival costs O(n^2) failed attempts."""
+        group = self.s.podgroup(group_key)
+        return group is not None and len(self.s.cache.group_pods(group_key)) >= group.min_member
 
     def on_update(self, old: Pod, new: Pod) -> None:
         s = self.s
