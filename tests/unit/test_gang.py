@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from tests.simulation import SimCluster
-
-
-@pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster()
-    yield cluster
-    cluster.close()
-    assert not cluster.violations, cluster.violations
 
 
 def test_gang_binds_all_together(sim: SimCluster) -> None:

@@ -81,12 +81,6 @@ def test_call_accepts_rpc_names_in_any_case() -> None:
 
 
 # -- a server on the in-memory cluster -------------------------------------------------------
-@pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster()
-    yield cluster
-    cluster.close()
-    assert not cluster.violations, cluster.violations
 
 
 @pytest.fixture

@@ -166,13 +166,13 @@ class GangManager:
 
     # -- admission -----------------------------------------------------------------------
     def admit(self, pod: Pod, group: PodGroup, find_node: FindNode,
-              candidates: Iterable[Pod]) -> str:
+              candidates: Iterable[Pod], counts: GangCounts) -> str:
         """Claim room for every member the gang still misses, or explain why it cannot.
 
         Returns "" on success (claims made), else the reason. ``candidates`` are the pending
-        members in queue order; ``pod`` is tried first.
+        members in queue order; ``pod`` is tried first. ``counts`` are the group's counts
+        taken in the same locked step.
         """
-        counts = self.counts(group.key)
         need = group.min_member - counts.placed - counts.waiting - counts.claimed
         if need <= 0:
             return ""

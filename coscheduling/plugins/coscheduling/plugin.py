@@ -118,7 +118,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
             (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
             key=self.sort_key,
         )
-        why = manager.admit(pod, group, self._find_node, candidates)
+        why = manager.admit(pod, group, self._find_node, candidates, counts)
         if why:
             if not why.startswith("waiting for member pods"):
                 manager.freeze(group_key, why)
