@@ -12,6 +12,10 @@ The cache accounts three kinds of usage on a node:
 
 One re-entrant lock guards the cache and everything the scheduler keeps beside it (gang
 state, waiting pods), because every decision reads all of it together.
+
+Every change to a node's usage or to the node itself is also written to a change log, so
+per-signature node tables (``coscheduling.placement``) re-evaluate only the nodes that
+changed since they last looked.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from collections.abc import Iterator
 from coscheduling.api.nodes import Node
 from coscheduling.api.pods import Pod
 from coscheduling.api.quantity import add_into
+
+MIN_CHANGE_LOG = 4096
+CHANGE_LOG_PER_NODE = 4
+"""The change log keeps max(MIN_CHANGE_LOG, CHANGE_LOG_PER_NODE * nodes) entries at most."""
 
 
 class NodeInfo:
@@ -104,7 +112,31 @@ class Cache:
         self._assumed: dict[str, str] = {}
         self._claims: dict[str, str] = {}
         self._groups: dict[str, set[str]] = {}
-        self.generation = 0
+        # Names of nodes whose usage or object changed, oldest first; entry i has the
+        # sequence number _changes_base + i.
+        self._changes: list[str] = []
+        self._changes_base = 0
+
+    # -- change log --------------------------------------------------------------------
+    def _touch(self, name: str) -> None:
+        changes = self._changes
+        changes.append(name)
+        if len(changes) > max(MIN_CHANGE_LOG, CHANGE_LOG_PER_NODE * len(self._node_order)):
+            drop = len(changes) // 2
+            del changes[:drop]
+            self._changes_base += drop
+
+    @property
+    def change_seq(self) -> int:
+        """The sequence number the next change will get."""
+        return self._changes_base + len(self._changes)
+
+    def changed_since(self, seq: int) -> list[str] | None:
+        """Nodes changed at or after ``seq`` (may repeat), or None if the log no longer
+        reaches back that far (the reader must then look at every node)."""
+        if seq < self._changes_base:
+            return None
+        return self._changes[seq - self._changes_base:]
 
     # -- nodes -------------------------------------------------------------------------
     def set_node(self, node: Node) -> None:
@@ -115,7 +147,7 @@ class Cache:
             if info.node is None:
                 self._node_order.append(node.name)
             info.node = node
-            self.generation += 1
+            self._touch(node.name)
 
     def remove_node(self, name: str) -> list[Pod]:
         """Forget a node; returns the assumed pods and claims that sat on it."""
@@ -130,7 +162,7 @@ class Cache:
             info.node = None
             if not info.pods and not info.claims:
                 del self._nodes[name]
-            self.generation += 1
+            self._touch(name)
             return stranded
 
     def node(self, name: str) -> NodeInfo | None:
@@ -182,17 +214,22 @@ class Cache:
             if pod.node_name:
                 self._assumed.pop(pod.key, None)
                 self.release_claim(pod.key)
-                self._node_info(pod.node_name).add_pod(pod)
+                self._add_to_node(pod.node_name, pod)
             elif pod.key in self._assumed:
                 # Still assumed: keep it on its node with the fresh record.
-                self._node_info(self._assumed[pod.key]).add_pod(pod)
+                self._add_to_node(self._assumed[pod.key], pod)
             return old
+
+    def _add_to_node(self, node_name: str, pod: Pod) -> None:
+        self._node_info(node_name).add_pod(pod)
+        self._touch(node_name)
 
     def _unindex(self, pod: Pod) -> None:
         node_name = pod.node_name or self._assumed.get(pod.key, "")
         if node_name and node_name in self._nodes:
             info = self._nodes[node_name]
             info.remove_pod(pod.key)
+            self._touch(node_name)
             if info.node is None and not info.pods and not info.claims:
                 del self._nodes[node_name]
         if pod.group_key:
@@ -210,7 +247,6 @@ class Cache:
             self._unindex(pod)
             self._assumed.pop(key, None)
             self.release_claim(key)
-            self.generation += 1
             return pod
 
     # -- in-flight decisions ------------------------------------------------------------
@@ -219,7 +255,7 @@ class Cache:
         with self.lock:
             self.release_claim(pod.key)
             self._assumed[pod.key] = node_name
-            self._node_info(node_name).add_pod(pod)
+            self._add_to_node(node_name, pod)
 
     def forget(self, pod_key: str) -> None:
         """Undo an assume after a failed or rejected binding."""
@@ -230,7 +266,7 @@ class Cache:
             info = self._nodes.get(node_name)
             if info is not None:
                 info.remove_pod(pod_key)
-            self.generation += 1
+                self._touch(node_name)
 
     def assumed_node(self, pod_key: str) -> str:
         return self._assumed.get(pod_key, "")
@@ -243,13 +279,14 @@ class Cache:
             self.release_claim(pod.key)
             self._claims[pod.key] = node_name
             self._node_info(node_name).add_claim(pod)
+            self._touch(node_name)
 
     def release_claim(self, pod_key: str) -> None:
         with self.lock:
             node_name = self._claims.pop(pod_key, None)
             if node_name is not None and node_name in self._nodes:
                 self._nodes[node_name].remove_claim(pod_key)
-                self.generation += 1
+                self._touch(node_name)
 
     def claimed_node(self, pod_key: str) -> str:
         return self._claims.get(pod_key, "")

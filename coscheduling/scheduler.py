@@ -10,16 +10,14 @@ as a callback and only then is its binding, or its undoing, queued.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from coscheduling.cache import Cache, NodeInfo
+from coscheduling.cache import Cache
 from coscheduling.cluster.client import ApiError
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.framework.cycle_state import CycleState
@@ -29,6 +27,7 @@ from coscheduling.framework.runtime import EnabledPlugins, Framework
 from coscheduling.framework.status import Code, Status
 from coscheduling.framework.waiting import WaitingPod, WaitingPods
 from coscheduling.metrics import SchedulerMetrics
+from coscheduling.placement import Placer
 from coscheduling.plugins.coscheduling.plugin import PERMITTED, REJECTION, Rejection
 from coscheduling.queue import SchedulingQueue
 
@@ -39,30 +38,6 @@ if TYPE_CHECKING:
     from coscheduling.cluster.reporter import Reporter
 
 log = logging.getLogger(__name__)
-
-MIN_FEASIBLE_NODES = 100
-
-
-def nodes_to_find(total: int, percentage: int) -> int:
-    """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
-    if total < MIN_FEASIBLE_NODES or percentage >= 100:
-        return total
-    if percentage <= 0:
-        percentage = max(5, 50 - total // 125)
-    return max(MIN_FEASIBLE_NODES, total * percentage // 100)
-
-
-def describe_failures(total: int, failures: dict[str, Status]) -> str:
-    """kube-scheduler's summary: '0/4 nodes are available: 3 Insufficient cpu, 1 ...'."""
-    counts: Counter[str] = Counter()
-    for status in failures.values():
-        for reason in status.reasons or ("unknown reason",):
-            counts[reason] += 1
-    parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))]
-    if total == 0:
-        return "0/0 nodes are available: no nodes in the cluster."
-    return f"0/{total} nodes are available: {', '.join(parts)}."
-
 
 @dataclass
 class CycleResult:
@@ -108,6 +83,8 @@ class Scheduler:
             self._waiting,
             observe=self.metrics.observe_extension_point,
         )
+        self.placer = Placer(self.framework, self._cache, config.percentage_of_nodes_to_score,
+                             config.signature_cache_size)
         self.event_plugins = [p for p in instances.values() if isinstance(p, ClusterEventsPlugin)]
         self.queue = SchedulingQueue(
             self.framework.queue_sort.sort_key,
@@ -118,7 +95,6 @@ class Scheduler:
         # Members that finished (Succeeded/Failed), by group: the main pod watch leaves them out.
         self.finished: dict[str, dict[str, str]] = {}
         self.group_listeners: list[Callable[[str], None]] = []
-        self._next_start = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.active = threading.Event()  # cleared: watch and answer, but do not schedule
@@ -165,8 +141,7 @@ class Scheduler:
             return Status.error(f"binding {pod.key} to {node_name} failed: {err}")
         return Status()
 
-    def find_feasible_node(self, pod: Pod, start: int,
-                           skip_plugin: str) -> tuple[str | None, str, int]:
+    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
         state = CycleState()
         for plugin in self.framework.pre_filter_plugins:
             if plugin.name == skip_plugin:
@@ -175,20 +150,9 @@ class Scheduler:
             if status.code == Code.SKIP:
                 state.skip_filter.add(plugin.name)
             elif not status.ok:
-                return None, f"{pod.name}: {status.message}", start
-        names = self._cache.node_names()
-        total = len(names)
-        failures: dict[str, Status] = {}
-        for offset in range(total):
-            index = (start + offset) % total
-            info = self._cache.node(names[index])
-            if info is None:
-                continue
-            status = self.framework.run_filter(state, pod, info)
-            if status.ok:
-                return info.name, "", index
-            failures[info.name] = status
-        return None, describe_failures(total, failures), start
+                return None, f"{pod.name}: {status.message}"
+        choice = self.placer.choose(state, pod)
+        return choice.node, "" if choice.node else choice.summary()
 
     # -- hooks for cluster events -------------------------------------------------------
     def move_groups(self, group_keys: Iterable[str]) -> None:
@@ -227,16 +191,18 @@ class Scheduler:
         if not status.ok:
             self._fail(pod, status, status.message)
             return CycleResult(pod.key, status)
-        feasible, failures, total = self._filter_nodes(state, pod)
-        if not feasible:
-            message = describe_failures(total, failures)
-            post = fw.run_post_filter(state, pod, failures)
-            if post.reasons:
-                message = f"{message} {post.message}."
-            status = Status(Code.UNSCHEDULABLE, (message,), "Filter")
-            self._fail(pod, status, message)
-            return CycleResult(pod.key, status)
-        node_name = self._pick(state, pod, feasible)
+        node_name = self._claimed_node(state, pod)
+        if not node_name:
+            choice = self.placer.choose(state, pod)
+            if choice.node is None:
+                message = choice.summary()
+                post = fw.run_post_filter(state, pod, choice.failures)
+                if post.reasons:
+                    message = f"{message} {post.message}."
+                status = Status(Code.UNSCHEDULABLE, (message,), "Filter")
+                self._fail(pod, status, message)
+                return CycleResult(pod.key, status)
+            node_name = choice.node
         self._cache.assume(pod, node_name)
         self.queue.done(pod.key)
         status = fw.run_reserve(state, pod, node_name)
@@ -259,38 +225,14 @@ class Scheduler:
         self._pool.submit(self._bind_cycle, state, pod, node_name)
         return CycleResult(pod.key, status, node_name)
 
-    def _filter_nodes(self, state: CycleState, pod: Pod
-                      ) -> tuple[list[NodeInfo], dict[str, Status], int]:
-        names = self._cache.node_names()
-        total = len(names)
-        wanted = nodes_to_find(total, self.config.percentage_of_nodes_to_score)
-        feasible: list[NodeInfo] = []
-        failures: dict[str, Status] = {}
-        start = self._next_start % total if total else 0
-        run_filter = self.framework.run_filter
-        examined = 0
-        for offset in range(total):
-            info = self._cache.node(names[(start + offset) % total])
-            examined += 1
-            if info is None:
-                continue
-            status = run_filter(state, pod, info)
-            if status.ok:
-                feasible.append(info)
-                if len(feasible) >= wanted:
-                    break
-            else:
-                failures[info.name] = status
-        self._next_start = start + examined
-        return feasible, failures, total
-
-    def _pick(self, state: CycleState, pod: Pod, feasible: list[NodeInfo]) -> str:
-        if len(feasible) == 1 or not self.framework.score_plugins:
-            return feasible[0].name
-        scores = self.framework.run_score(state, pod, feasible)
-        best = max(scores.values())
-        ties = [name for name, score in scores.items() if score == best]
-        return ties[0] if len(ties) == 1 else random.choice(ties)
+    def _claimed_node(self, state: CycleState, pod: Pod) -> str:
+        """The node a gang claimed for ``pod``, if it still passes Filter: the pod goes
+        there without scoring, as kube-scheduler tries a nominated node first."""
+        claimed = self._cache.claimed_node(pod.key)
+        info = self._cache.node(claimed) if claimed else None
+        if info is None or not self.framework.run_filter(state, pod, info).ok:
+            return ""
+        return claimed
 
     def _fail(self, pod: Pod, status: Status, message: str) -> None:
         unschedulable = status.rejected

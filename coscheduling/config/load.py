@@ -51,9 +51,9 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
 
 _TOP_LEVEL = {
     "apiVersion", "kind", "schedulerName", "clientConnection", "leaderElection",
-    "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
-    "podMaxInUnschedulablePodsSeconds", "bindingParallelism", "plugins", "pluginConfig",
-    "metricsBindAddress",
+    "percentageOfNodesToScore", "signatureCacheSize", "podInitialBackoffSeconds",
+    "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "bindingParallelism",
+    "plugins", "pluginConfig", "metricsBindAddress",
 }
 
 
@@ -98,6 +98,9 @@ def parse_config(raw: object, registry: Registry) -> SchedulerConfig:
         percentage_of_nodes_to_score=as_int(
             doc.get("percentageOfNodesToScore", 0), "percentageOfNodesToScore",
             minimum=0, maximum=100),
+        signature_cache_size=as_int(
+            doc.get("signatureCacheSize", defaults.signature_cache_size), "signatureCacheSize",
+            minimum=0, maximum=100_000),
         pod_initial_backoff_seconds=initial,
         pod_max_backoff_seconds=maximum,
         pod_max_unschedulable_seconds=as_float(
@@ -256,6 +259,7 @@ def dump_defaults() -> dict[str, Any]:
         "schedulerName": SchedulerConfig().scheduler_name,
         "clientConnection": {"kubeconfig": "", "qps": 200, "burst": 400},
         "percentageOfNodesToScore": 0,
+        "signatureCacheSize": SchedulerConfig().signature_cache_size,
         "podInitialBackoffSeconds": 1,
         "podMaxBackoffSeconds": 10,
         "bindingParallelism": 16,

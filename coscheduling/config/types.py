@@ -60,6 +60,9 @@ class SchedulerConfig:
     client_connection: ClientConnection = field(default_factory=ClientConnection)
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     percentage_of_nodes_to_score: int = 0
+    # Pod signatures whose per-node Filter/Score results are kept (see coscheduling.placement);
+    # 0: every pod is filtered and scored from scratch on a sample of nodes.
+    signature_cache_size: int = 64
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
     pod_max_unschedulable_seconds: float = 300.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from coscheduling.framework.cycle_state import CycleState
@@ -31,11 +31,9 @@ class Handle(Protocol):
     def podgroup(self, key: str) -> PodGroup | None:
         """The PodGroup ``namespace/name`` from the watch cache."""
 
-    def find_feasible_node(
-        self, pod: Pod, start: int, skip_plugin: str
-    ) -> tuple[str | None, str, int]:
-        """Run PreFilter (all but ``skip_plugin``) and Filter for ``pod`` from node index
-        ``start``: (first feasible node or None, why none fit, index of the node found)."""
+    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
+        """Run PreFilter (all but ``skip_plugin``), Filter and Score for ``pod`` as its own
+        cycle would: (the best node or None, why no node fits)."""
 
     def activate(self, pod_keys: Iterable[str]) -> None:
         """Move pending pods back to the active queue (e.g. siblings of a gang)."""
@@ -79,7 +77,18 @@ class PreFilterPlugin(Plugin):
         """Check the pod once per cycle and prepare what Filter needs."""
 
 
-class FilterPlugin(Plugin):
+class Signer:
+    """Lets Filter and Score results be shared between pods and kept across cycles."""
+
+    def sign(self, pod: Pod) -> Hashable | None:
+        """The parts of ``pod`` this plugin's Filter and Score read, provided they read
+        nothing else but the one node they are given (and the state PreFilter derives from
+        the same parts). None, the default, when they look further (other nodes, where
+        other pods run): the pod is then filtered and scored from scratch every cycle."""
+        return None
+
+
+class FilterPlugin(Signer, Plugin):
     @abstractmethod
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         """Whether ``pod`` may run on ``node``."""
@@ -93,7 +102,7 @@ class PostFilterPlugin(Plugin):
         """Runs when no node passed Filter (``filtered`` maps node names to their failure)."""
 
 
-class ScorePlugin(Plugin):
+class ScorePlugin(Signer, Plugin):
     @abstractmethod
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         """Score in 0..100 (after normalize); higher is better."""

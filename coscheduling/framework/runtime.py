@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,20 @@ class Framework:
             instances, enabled.post_bind, PostBindPlugin)
         self.waiting_pods = waiting_pods
         self._observe = observe
+        signers: dict[int, FilterPlugin | ScorePlugin] = {id(p): p for p in self.filter_plugins}
+        signers.update((id(p), p) for p in self.score_plugins)
+        self._signers = list(signers.values())
+
+    def signature(self, pod: Pod) -> Hashable | None:
+        """What decides Filter and Score for ``pod``: pods with equal signatures get equal
+        results from a node in the same state. None if some plugin does not sign."""
+        parts = []
+        for plugin in self._signers:
+            part = plugin.sign(pod)
+            if part is None:
+                return None
+            parts.append(part)
+        return tuple(parts)
 
     def _timed(self, point: str, started: float, status: Status) -> Status:
         self._observe(point, status, time.perf_counter() - started)

@@ -2,12 +2,13 @@
 
 How a gang gets in, and why two gangs never deadlock:
 
-1. PreFilter of the first member finds room for every missing member node by node (each
-   member with its own filters) and *claims* that room in the cache in the same locked step.
+1. PreFilter of the first member finds room for every missing member, one after another,
+   each with the Filter and Score its own cycle would run, and *claims* that room in the
+   cache in the same locked step.
    Other gangs and plain pods see claimed room as used, so nobody can take it while the gang
    is being placed; a gang that does not fit claims nothing and is frozen for a while.
-2. Members are placed one by one into their claimed room (or any other room that fits) and
-   Wait at Permit.
+2. Members are placed one by one into their claimed room (any other room that fits if the
+   claimed node no longer does) and Wait at Permit.
 3. When placed + waiting members reach minMember, Permit releases every waiting member in one
    step. If any member fails first (a Filter miss, a timeout, a deleted group), every waiting
    member is rejected at once and every claim is dropped.
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.framework.interfaces import Handle
 
-FindNode = Callable[["Pod", int], "tuple[str | None, str, int]"]
-"""(pod, start index) -> (node name or None, failure summary, index to resume from)."""
+SelectNode = Callable[["Pod"], "tuple[str | None, str]"]
+"""pod -> (the node its own cycle would pick, or None; why no node fits)."""
 
 
 class _FreezeCache(TTLCache[str, tuple[float, str]]):
@@ -165,7 +166,7 @@ class GangManager:
         return self._frozen.drain_expired()
 
     # -- admission -----------------------------------------------------------------------
-    def admit(self, pod: Pod, group: PodGroup, find_node: FindNode,
+    def admit(self, pod: Pod, group: PodGroup, select_node: SelectNode,
               candidates: Iterable[Pod], counts: GangCounts) -> str:
         """Claim room for every member the gang still misses, or explain why it cannot.
 
@@ -185,10 +186,8 @@ class GangManager:
         cache = self.handle.cache
         gang = self.state(group.key)
         made: list[str] = []
-        resume: dict[object, int] = {}
         for member in chosen[:need]:
-            signature = _signature(member)
-            node_name, why, next_index = find_node(member, resume.get(signature, 0))
+            node_name, why = select_node(member)
             if node_name is None:
                 for key in made:
                     cache.release_claim(key)
@@ -197,7 +196,6 @@ class GangManager:
                     f"{need - len(made)}/{group.min_member} members of the gang cannot be "
                     f"placed ({placed} placed or reserved): {why}"
                 )
-            resume[signature] = next_index
             cache.claim(member, node_name)
             made.append(member.key)
         gang.claimed.update(made)
@@ -293,15 +291,3 @@ class GangManager:
         self.gangs.pop(group_key, None)
         self._frozen.pop(group_key, None)
 
-
-def _signature(pod: Pod) -> object:
-    """Members with the same signature fit the same nodes, so a trial placement can resume
-    where the previous one stopped instead of rescanning every node."""
-    return (
-        tuple(sorted(pod.requests.items())),
-        tuple(sorted(pod.node_selector.items())),
-        pod.affinity_terms,
-        pod.tolerations,
-        pod.host_ports,
-        pod.spec_node_name,
-    )

@@ -118,7 +118,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
             (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
             key=self.sort_key,
         )
-        why = manager.admit(pod, group, self._find_node, candidates, counts)
+        why = manager.admit(pod, group, self._select_node, candidates, counts)
         if why:
             if not why.startswith("waiting for member pods"):
                 manager.freeze(group_key, why)
@@ -131,8 +131,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
     def _eligible(self, pod: Pod) -> bool:
         return not pod.gated and not pod.deleting and not pod.parse_error
 
-    def _find_node(self, pod: Pod, start: int) -> tuple[str | None, str, int]:
-        return self.handle.find_feasible_node(pod, start, skip_plugin=self.name)
+    def _select_node(self, pod: Pod) -> tuple[str | None, str]:
+        return self.handle.select_node(pod, skip_plugin=self.name)
 
     # -- PostFilter ----------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]) -> Status:

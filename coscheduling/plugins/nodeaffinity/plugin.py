@@ -6,7 +6,7 @@ Both must hold: every nodeSelector label equal, and at least one required term m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
@@ -49,6 +49,9 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin):
         if not pod.node_selector and not pod.affinity_terms:
             return SKIP
         return SUCCESS
+
+    def sign(self, pod: Pod) -> Hashable:
+        return tuple(sorted(pod.node_selector.items())), pod.affinity_terms
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         info = node.node

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.framework.interfaces import FilterPlugin
@@ -25,6 +25,9 @@ class NodeName(FilterPlugin):
 
     def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None):
         """No args; the parameters exist so every plugin builds the same way."""
+
+    def sign(self, pod: Pod) -> Hashable:
+        return pod.spec_node_name
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         wanted = pod.spec_node_name

@@ -7,7 +7,7 @@ with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
@@ -55,6 +55,9 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         """Most pods use no host port: skip Filter for them."""
         return SUCCESS if pod.host_ports else SKIP
+
+    def sign(self, pod: Pod) -> Hashable:
+        return pod.host_ports
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         wanted = pod.host_ports

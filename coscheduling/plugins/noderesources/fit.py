@@ -23,7 +23,7 @@ Scoring follows kube-scheduler's resource-allocation scorers with exact integer 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -208,6 +208,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         state.write(STATE_KEY, self.compute_request(pod))
         return SUCCESS
+
+    def sign(self, pod: Pod) -> Hashable:
+        """Filter and Score read the request and the node (a pod's own claim aside, which
+        only matters to a pod that holds one; such pods are not served from shared tables)."""
+        return self.compute_request(pod)
 
     # -- filter --------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api.selectors import Taint
@@ -28,6 +28,9 @@ class NodeUnschedulable(FilterPlugin):
 
     def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None):
         """No args; the parameters exist so every plugin builds the same way."""
+
+    def sign(self, pod: Pod) -> Hashable:
+        return pod.tolerations
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         info = node.node

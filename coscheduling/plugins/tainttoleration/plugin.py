@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.framework.interfaces import MAX_NODE_SCORE, FilterPlugin, ScorePlugin
@@ -41,6 +41,9 @@ class TaintToleration(FilterPlugin, ScorePlugin):
 
     def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None):
         """No args; the parameters exist so every plugin builds the same way."""
+
+    def sign(self, pod: Pod) -> Hashable:
+        return pod.tolerations
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         info = node.node

@@ -1,0 +1,284 @@
+"""Choosing a node for a pod: Filter, then Score, with the work shared between alike pods.
+
+Pods with the same signature (every Filter and Score plugin signs them, see
+``Signer.sign``) get the same answer from a node in the same state. So the first pod of a
+signature fills a *node table* with every node's Filter status and scores, and later pods
+re-evaluate only the nodes that changed since, as the cache's change log tells: placing one
+gang member, or one plain pod, dirties one node. A gang of N identical members then costs one
+pass over the nodes plus N small updates instead of N passes, and so does a stream of pods
+from one template. Tables cover every node, as ``percentageOfNodesToScore: 100`` would,
+because keeping them current is cheaper than sampling anew.
+
+Pods that cannot be signed (a plugin looks beyond the node it is given), pods that hold a
+gang's claim (their own claim counts as free room to them alone), and every pod when
+``signatureCacheSize`` is 0 are filtered and scored from scratch on a rotating sample of
+nodes, as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cachetools import LRUCache
+
+from coscheduling.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
+from coscheduling.framework.status import Status
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.cache import Cache, NodeInfo
+    from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.framework.runtime import Framework
+
+MIN_FEASIBLE_NODES = 100
+
+
+def nodes_to_find(total: int, percentage: int) -> int:
+    """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
+    if total < MIN_FEASIBLE_NODES or percentage >= 100:
+        return total
+    if percentage <= 0:
+        percentage = max(5, 50 - total // 125)
+    return max(MIN_FEASIBLE_NODES, total * percentage // 100)
+
+
+def describe_failures(total: int, failures: Mapping[str, Status]) -> str:
+    """kube-scheduler's summary: '0/4 nodes are available: 3 Insufficient cpu, 1 ...'."""
+    counts: Counter[str] = Counter()
+    for status in failures.values():
+        for reason in status.reasons or ("unknown reason",):
+            counts[reason] += 1
+    parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))]
+    if total == 0:
+        return "0/0 nodes are available: no nodes in the cluster."
+    return f"0/{total} nodes are available: {', '.join(parts)}."
+
+
+@dataclass
+class Choice:
+    """The best node (None when no node passes Filter), and why each failed node failed."""
+
+    node: str | None
+    failures: Mapping[str, Status] = field(default_factory=dict)
+    total: int = 0
+    """Nodes in the cluster, for the '0/N nodes are available' summary."""
+
+    def summary(self) -> str:
+        return describe_failures(self.total, self.failures)
+
+
+def _clamp(value: int) -> int:
+    return MAX_NODE_SCORE if value > MAX_NODE_SCORE else 0 if value < 0 else value
+
+
+def _rescales(plugin: ScorePlugin) -> bool:
+    """Whether the plugin's normalize step depends on the other nodes' scores."""
+    return type(plugin).normalize_scores is not ScorePlugin.normalize_scores
+
+
+class NodeTable:
+    """Filter statuses and scores of one signature on every node, kept current.
+
+    A node's total is the weighted sum of its clamped plugin scores, the way
+    ``Framework.run_score`` adds them. Plugins that rescale (normalize over all feasible
+    nodes) keep their raw scores here, and are rescaled only when a raw score or the set of
+    feasible nodes changed.
+    """
+
+    __slots__ = (
+        "base",
+        "buckets",
+        "failed",
+        "norm",
+        "normalized",
+        "plain",
+        "raw",
+        "synced",
+        "totals",
+    )
+
+    def __init__(self, framework: Framework, state: CycleState) -> None:
+        weighted = [
+            (plugin, weight)
+            for plugin, weight in zip(framework.score_plugins, framework.score_weights,
+                                      strict=True)
+            if plugin.name not in state.skip_score
+        ]
+        self.plain = [(p, w) for p, w in weighted if not _rescales(p)]
+        self.normalized = [(p, w) for p, w in weighted if _rescales(p)]
+        self._reset()
+
+    def _reset(self) -> None:
+        self.synced = -1
+        self.failed: dict[str, Status] = {}
+        self.totals: dict[str, int] = {}
+        # Node totals -> the nodes with that total (a dict used as an ordered set).
+        self.buckets: dict[int, dict[str, None]] = {}
+        self.base: dict[str, int] = {}  # the plain plugins' weighted sum
+        self.raw: list[dict[str, int]] = [{} for _ in self.normalized]
+        self.norm: list[dict[str, int]] = [{} for _ in self.normalized]
+
+    # -- keeping current -----------------------------------------------------------------
+    def refresh(self, framework: Framework, cache: Cache, state: CycleState,
+                pod: Pod) -> None:
+        changed = cache.changed_since(self.synced) if self.synced >= 0 else None
+        if changed is None:
+            self._reset()
+            names: list[str] | dict[str, None] = cache.node_names()
+        else:
+            names = dict.fromkeys(changed)
+        rescale = False
+        for name in names:
+            rescale |= self._evaluate(name, cache.node(name), framework, state, pod)
+        if rescale:
+            self._rescale(state, pod)
+        self.synced = cache.change_seq
+
+    def _evaluate(self, name: str, info: NodeInfo | None, framework: Framework,
+                  state: CycleState, pod: Pod) -> bool:
+        """Re-run Filter and Score on one node; True if the rescaling plugins must rerun."""
+        was_feasible = name in self.totals
+        status = framework.run_filter(state, pod, info) if info is not None else None
+        if status is None or not status.ok:
+            if status is None:
+                self.failed.pop(name, None)
+            else:
+                self.failed[name] = status
+            if was_feasible:
+                self._drop(name)
+                return bool(self.normalized)
+            return False
+        assert info is not None
+        self.failed.pop(name, None)
+        base = 0
+        for plugin, weight in self.plain:
+            base += weight * _clamp(plugin.score(state, pod, info))
+        self.base[name] = base
+        rescale = not was_feasible and bool(self.normalized)
+        for index, (plugin, _) in enumerate(self.normalized):
+            value = plugin.score(state, pod, info)
+            if self.raw[index].get(name) != value:
+                self.raw[index][name] = value
+                rescale = True
+        if rescale:
+            self.totals[name] = base  # a placeholder: _rescale sets every total
+            return True
+        total = base
+        for index, (_, weight) in enumerate(self.normalized):
+            total += weight * _clamp(self.norm[index][name])
+        self._set_total(name, total)
+        return False
+
+    def _set_total(self, name: str, total: int) -> None:
+        old = self.totals.get(name)
+        if old == total:
+            return
+        if old is not None:
+            self._unbucket(name, old)
+        self.totals[name] = total
+        self.buckets.setdefault(total, {})[name] = None
+
+    def _unbucket(self, name: str, total: int) -> None:
+        bucket = self.buckets.get(total)
+        if bucket is not None:
+            bucket.pop(name, None)
+            if not bucket:
+                del self.buckets[total]
+
+    def _drop(self, name: str) -> None:
+        total = self.totals.pop(name)
+        self._unbucket(name, total)
+        self.base.pop(name, None)
+        for scores in (*self.raw, *self.norm):
+            scores.pop(name, None)
+
+    def _rescale(self, state: CycleState, pod: Pod) -> None:
+        for index, (plugin, _) in enumerate(self.normalized):
+            scores = dict(self.raw[index])
+            plugin.normalize_scores(state, pod, scores)
+            self.norm[index] = scores
+        self.buckets = {}
+        for name, base in self.base.items():
+            total = base
+            for index, (_, weight) in enumerate(self.normalized):
+                total += weight * _clamp(self.norm[index][name])
+            self.totals[name] = total
+            self.buckets.setdefault(total, {})[name] = None
+
+    # -- answering -----------------------------------------------------------------------
+    def best(self) -> list[str]:
+        """The feasible nodes with the highest total (empty if none is feasible)."""
+        if not self.buckets:
+            return []
+        return list(self.buckets[max(self.buckets)])
+
+
+class Placer:
+    """Finds the node a pod goes to; owns the node tables."""
+
+    def __init__(self, framework: Framework, cache: Cache, percentage_of_nodes_to_score: int,
+                 signature_cache_size: int) -> None:
+        self.framework = framework
+        self.cache = cache
+        self.percentage = percentage_of_nodes_to_score
+        self._tables: LRUCache[Hashable, NodeTable] | None = (
+            LRUCache(maxsize=signature_cache_size) if signature_cache_size > 0 else None)
+        self._next_start = 0
+
+    def table(self, signature: Hashable) -> NodeTable | None:
+        """The table kept for ``signature``, if any (for inspection and tests)."""
+        return self._tables.get(signature) if self._tables is not None else None
+
+    def choose(self, state: CycleState, pod: Pod) -> Choice:
+        """Filter and Score ``pod`` (after its PreFilter ran into ``state``); under the
+        cache lock."""
+        tables = self._tables
+        key = None
+        if tables is not None and not self.cache.claimed_node(pod.key):
+            key = self.framework.signature(pod)
+        if key is None or tables is None:
+            return self._sampled(state, pod)
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = NodeTable(self.framework, state)
+        table.refresh(self.framework, self.cache, state, pod)
+        best = table.best()
+        if not best:
+            return Choice(None, dict(table.failed), self.cache.node_count())
+        return Choice(best[0] if len(best) == 1 else random.choice(best))
+
+    # -- sampling, for pods that cannot share a table --------------------------------------
+    def _sampled(self, state: CycleState, pod: Pod) -> Choice:
+        names = self.cache.node_names()
+        total = len(names)
+        wanted = nodes_to_find(total, self.percentage)
+        feasible: list[NodeInfo] = []
+        failures: dict[str, Status] = {}
+        start = self._next_start % total if total else 0
+        run_filter = self.framework.run_filter
+        examined = 0
+        for offset in range(total):
+            info = self.cache.node(names[(start + offset) % total])
+            examined += 1
+            if info is None:
+                continue
+            status = run_filter(state, pod, info)
+            if status.ok:
+                feasible.append(info)
+                if len(feasible) >= wanted:
+                    break
+            else:
+                failures[info.name] = status
+        self._next_start = start + examined
+        if not feasible:
+            return Choice(None, failures, total)
+        if len(feasible) == 1 or not self.framework.score_plugins:
+            return Choice(feasible[0].name)
+        scores = self.framework.run_score(state, pod, feasible)
+        best = max(scores.values())
+        ties = [name for name, score in scores.items() if score == best]
+        return Choice(ties[0] if len(ties) == 1 else random.choice(ties))
