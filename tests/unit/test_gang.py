@@ -175,3 +175,43 @@ def _check_no_stall(sim: SimCluster, gangs: dict[str, tuple[int, int]]) -> None:
             continue
         slots = sum(room // (cpu * 1000) for room in free.values())
         assert slots < size, f"gang {g} ({size}x{cpu} cpu) fits in free room {free} but waits"
+
+
+def test_members_go_to_the_nodes_admission_claimed_for_them(sim: SimCluster) -> None:
+    for i in range(4):
+        sim.add_node(f"n{i}", cpu="4")
+    sim.add_group("g", 3)
+    for i in range(3):
+        sim.add_pod(f"p{i}", group="g")
+    first = sim.scheduler.schedule_one(timeout=1)
+    assert first is not None and first.status.code.name == "WAIT"
+    cache = sim.scheduler.cache
+    claimed = {key: cache.claimed_node(key) for key in ("ns/p1", "ns/p2")}
+    assert all(claimed.values()), claimed
+    # LeastAllocated spreads the gang: three members, three different nodes.
+    assert len({first.node_name, *claimed.values()}) == 3
+    # A roomier node appears: scoring would now prefer it, but claimed members keep their
+    # claimed nodes (as a nominated node is tried first), so the plan admission made holds.
+    sim.add_node("big", cpu="64")
+    sim.run()
+    assert sim.bound == {"ns/p0": first.node_name, **claimed}
+
+
+@pytest.mark.parametrize(("strategy", "nodes_used"), [("MostAllocated", 1),
+                                                       ("LeastAllocated", 3)])
+def test_admission_places_members_with_the_profiles_scoring(strategy: str,
+                                                            nodes_used: int) -> None:
+    sim = SimCluster({"pluginConfig": [{"name": "NodeResourcesFit", "args": {
+        "scoringStrategy": {"type": strategy}}}]})
+    try:
+        for i in range(3):
+            sim.add_node(f"n{i}", cpu="8")
+        sim.add_group("g", 3)
+        for i in range(3):
+            sim.add_pod(f"p{i}", group="g")
+        sim.run()
+        assert sim.bound_in_group("g") == 3
+        assert len(set(sim.bound.values())) == nodes_used
+        assert not sim.violations
+    finally:
+        sim.close()
