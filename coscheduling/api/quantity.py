@@ -6,6 +6,7 @@ rounding up like the API server does, so arithmetic on requests is exact.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
@@ -77,10 +78,22 @@ def _bounded(amount: Decimal, value: object) -> Decimal:
 
 def to_units(resource: str, value: object) -> int:
     """A quantity in the scheduler's integer unit for ``resource`` (millicores for cpu)."""
+    if isinstance(value, str):
+        return _string_units(resource, value)
+    return _units(resource, value)
+
+
+def _units(resource: str, value: object) -> int:
     amount = parse_quantity(value)
     if resource == CPU:
         amount *= 1000
     return int(amount.to_integral_value(rounding=ROUND_CEILING))
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_units(resource: str, value: str) -> int:
+    """Pods of one template repeat the same few strings: parse each once."""
+    return _units(resource, value)
 
 
 def parse_resource_list(raw: object) -> dict[str, int]:

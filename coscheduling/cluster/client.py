@@ -8,7 +8,8 @@ dicts. Every request has a client-side timeout, so a dead connection cannot hang
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -81,12 +82,36 @@ def load_configuration(settings: ClientSettings) -> k8s_client.Configuration:
         source = settings.kubeconfig or "in-cluster service account"
         raise ApiError(0, f"cannot load credentials from {source}: {err}") from err
     configuration.connection_pool_maxsize = settings.connection_pool
+    hook = configuration.refresh_api_key_hook
+    if hook is not None and not settings.token:
+        configuration.refresh_api_key_hook = _at_most_every(REFRESH_INTERVAL, hook)
     if settings.token:
         # An explicit token wins: drop the kubeconfig's refresh hook, which would put the
         # kubeconfig's own credential back before every request.
         configuration.refresh_api_key_hook = None
         configuration.api_key = {"authorization": "Bearer " + settings.token}
     return configuration
+
+
+REFRESH_INTERVAL = 1.0
+"""Seconds between credential refreshes. The kubeconfig loader's refresh hook re-applies
+the whole kubeconfig (host, certificates, a proxy lookup in the environment) before every
+request; a token that expires is still reloaded within this much of its expiry."""
+
+
+def _at_most_every(seconds: float, hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    last = -seconds
+
+    def refresh(configuration: Any) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= seconds:
+            last = now
+            hook(configuration)
+            # The loader's hook installs itself again each time it runs.
+            configuration.refresh_api_key_hook = refresh
+
+    return refresh
 
 
 class KubeClient:

@@ -1,8 +1,10 @@
 """Writes PodGroup status through the status subresource, coalesced.
 
 Events only mark a group dirty; one worker writes each dirty group at most once per
-``min_interval`` and only when what it would write differs from what it wrote last, so a
-gang of 1000 pods costs a handful of writes, not 1000.
+``min_interval``, ``settle`` seconds after it was first marked (so a gang placed within that
+time is written once, already Scheduled, instead of once per step on the way), and only when
+what it would write differs from what it wrote last: a gang of 1000 pods costs a handful of
+writes, not 1000.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ StatusOf = Callable[[str], "dict[str, Any] | None"]
 
 class GroupStatusWriter:
     def __init__(self, client: KubeClient, status_of: StatusOf, *,
-                 min_interval: float = 1.0) -> None:
+                 min_interval: float = 1.0, settle: float = 1.0) -> None:
         self.client = client
         self.status_of = status_of
         self.min_interval = min_interval
+        self.settle = settle
         self.writes = 0
-        self._dirty: set[str] = set()
+        # Dirty groups -> when they were first marked since their last write.
+        self._dirty: dict[str, float] = {}
+        self._wake_at = float("inf")  # when the worker looks again on its own
         self._written: dict[str, dict[str, Any]] = {}
         self._last_write: dict[str, float] = {}
         self._cond = threading.Condition()
@@ -40,25 +45,29 @@ class GroupStatusWriter:
 
     def mark(self, group_key: str) -> None:
         with self._cond:
-            self._dirty.add(group_key)
-            self._cond.notify()
+            if group_key not in self._dirty:
+                now = time.monotonic()
+                self._dirty[group_key] = now
+                if self._due(group_key, now) < self._wake_at:
+                    self._cond.notify()
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._dirty and not self._stop:
+                    self._wake_at = float("inf")
                     self._cond.wait()
                 if self._stop:
                     return
                 now = time.monotonic()
-                ready = [k for k in self._dirty
-                         if now - self._last_write.get(k, 0.0) >= self.min_interval]
+                due = {key: self._due(key, since) for key, since in self._dirty.items()}
+                ready = [key for key, at in due.items() if at <= now]
                 if not ready:
-                    soonest = min(self._last_write.get(k, 0.0) for k in self._dirty)
-                    self._cond.wait(max(0.01, soonest + self.min_interval - now))
+                    self._wake_at = min(due.values())
+                    self._cond.wait(max(0.01, self._wake_at - now))
                     continue
                 for key in ready:
-                    self._dirty.discard(key)
+                    del self._dirty[key]
             for key in ready:
                 try:
                     self._write(key)
@@ -68,6 +77,10 @@ class GroupStatusWriter:
                         self.mark(key)
                 except Exception:
                     log.exception("computing status of PodGroup %s failed", key)
+
+    def _due(self, key: str, since: float) -> float:
+        return max(since + self.settle, self._last_write.get(key, -self.min_interval)
+                   + self.min_interval)
 
     def _write(self, key: str) -> None:
         status = self.status_of(key)

@@ -31,7 +31,8 @@ class Reporter:
                  waiting_delay: float = 1.0) -> None:
         self.client = client
         self.component = component
-        # A gang released within this delay never gets "waiting" reports written.
+        # A gang member's reports ("waiting for members", "waiting at Permit") are held this
+        # long: a gang placed within it gets only its Scheduled events written.
         self.waiting_delay = waiting_delay
         self._pending: dict[str, tuple[int, Callable[[], None]]] = {}
         self._due: list[tuple[float, int, str]] = []
@@ -48,7 +49,8 @@ class Reporter:
         if self._reported.get(pod.uid) == message:
             return
         self._reported[pod.uid] = message
-        self._submit(pod, 0.0, lambda: self._write_unschedulable(pod, message))
+        delay = self.waiting_delay if pod.group_key else 0.0
+        self._submit(pod, delay, lambda: self._write_unschedulable(pod, message))
 
     def waiting(self, pod: Pod, node_name: str, message: str) -> None:
         """A member waits at Permit: PodScheduled=False (so autoscalers see it) + an event."""
