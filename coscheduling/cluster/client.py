@@ -12,16 +12,18 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from coscheduling import __version__
 from coscheduling.cluster.ratelimit import TokenBucket
 
 CONNECT_TIMEOUT = 5.0
+USER_AGENT = f"coscheduling/{__version__}"
 IDLE_WATCH = "idle watch"
 REQUEST_TIMEOUT = 30.0
 
@@ -132,22 +134,28 @@ class KubeClient:
     def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
               body: Any = None, content_type: str = "application/json",
               timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
-              stream: bool = False) -> urllib3.HTTPResponse:
+              stream: bool = False) -> urllib3.BaseHTTPResponse:
+        """One HTTP request on the client library's connection pool (its TLS, client
+        certificates and proxy settings), without its per-request model machinery, which
+        cost more CPU than the request itself on the binding path."""
         self._limiter.acquire()
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        request_timeout = timeout if isinstance(timeout, tuple) else (CONNECT_TIMEOUT, timeout)
+        headers = {"Accept": "application/json", "Content-Type": content_type,
+                   "User-Agent": USER_AGENT}
+        auth = self.configuration.auth_settings().get("BearerToken")
+        if auth and auth.get("value"):
+            headers[str(auth["key"])] = str(auth["value"])
+        url = self.host + path
+        if query:
+            url += "?" + urlencode({k: _query_value(v) for k, v in query.items()})
+        connect, read = timeout if isinstance(timeout, tuple) else (CONNECT_TIMEOUT, timeout)
         try:
-            verb, url, headers, payload, post = self.api.param_serialize(
-                method, path, query_params=list((query or {}).items()),
-                header_params=headers, body=body, auth_settings=["BearerToken"],
+            response = self.api.rest_client.pool_manager.request(
+                method, url, body=None if body is None else json.dumps(body),
+                headers=headers, timeout=urllib3.Timeout(connect=connect, read=read),
+                preload_content=False,
             )
-            rest = self.api.call_api(verb, url, headers, payload, post,
-                                     _request_timeout=request_timeout)
-        except k8s_client.ApiException as err:
-            raise ApiError(err.status or 0, str(err.reason or err)) from err
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiError(0, f"cannot reach the API server at {self.host}: {err}") from err
-        response: urllib3.HTTPResponse = rest.response
         if not stream and response.status >= 300:
             try:
                 answer = _json_or_empty(response.data)
@@ -196,12 +204,9 @@ class KubeClient:
                 raise ApiError(response.status, answer.get("message") or "", answer)
             buffer = b""
             for chunk in response.stream(64 * 1024, decode_content=True):
-                buffer += chunk
-                while True:
-                    newline = buffer.find(b"\n")
-                    if newline < 0:
-                        break
-                    line, buffer = buffer[:newline], buffer[newline + 1:]
+                lines = (buffer + chunk).split(b"\n")
+                buffer = lines.pop()  # an unfinished line, or b""
+                for line in lines:
                     if line.strip():
                         yield json.loads(line)
         except urllib3.exceptions.ReadTimeoutError as err:
@@ -223,6 +228,12 @@ class KubeClient:
         }
         self.request("POST", f"/api/v1/namespaces/{q(namespace)}/pods/{q(name)}/binding",
                      body=body)
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def q(segment: str) -> str:
