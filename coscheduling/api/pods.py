@@ -47,9 +47,11 @@ class Pod:
     host_ports: tuple[tuple[str, str, int], ...] = ()
     parse_error: str = ""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    # ``namespace/name``, computed once: it is read on every hot path.
+    key: str = field(init=False, default="", repr=False)
+
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
     @property
     def group(self) -> str:

@@ -177,6 +177,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self._resources = parsed.resources
         self._shape = tuple((u, s * (MAX_NODE_SCORE // MAX_SHAPE_SCORE)) for u, s in parsed.shape)
         self._ratio = parsed.strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED)
+        # The last pod's request: PreFilter and the signature ask for the same pod in turn.
+        self._last: tuple[Pod, PodRequest] | None = None
         self._resource_score: Callable[[int, int], int] = (
             least_allocated if parsed.strategy == LEAST_ALLOCATED
             else most_allocated if parsed.strategy == MOST_ALLOCATED
@@ -185,6 +187,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     # -- per-cycle request ---------------------------------------------------------------
     def compute_request(self, pod: Pod) -> PodRequest:
+        last = self._last  # one tuple, read once: safe if another thread replaces it
+        if last is not None and last[0] is pod:
+            return last[1]
+        request = self._compute_request(pod)
+        self._last = (pod, request)
+        return request
+
+    def _compute_request(self, pod: Pod) -> PodRequest:
         score = []
         for name, _ in self._resources:
             if name == CPU:
