@@ -62,5 +62,8 @@ class HttpEndpoint:
         self._thread.start()
 
     def stop(self) -> None:
-        self.server.shutdown()
+        # shutdown() waits for serve_forever to end: it would wait forever if never started
+        # (e.g. `run` giving up because the gRPC port is taken).
+        if self._thread.is_alive():
+            self.server.shutdown()
         self.server.server_close()

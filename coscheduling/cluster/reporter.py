@@ -12,7 +12,7 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api.times import format_rfc3339
@@ -26,6 +26,27 @@ log = logging.getLogger(__name__)
 MAX_PENDING = 50_000
 
 
+@dataclass(frozen=True, slots=True)
+class Report:
+    """One queued write: an Event about a pod, and with ``condition`` its PodScheduled=False
+    condition too. Plain data, not the Pod record nor a closure over it: under load thousands
+    wait behind the reporter's own rate limit, and a record would keep a superseded version
+    of every such pod alive until its report is written."""
+
+    namespace: str
+    name: str
+    uid: str
+    kind: str  # the Event's type: Normal, Warning
+    reason: str
+    message: str
+    condition: bool = False
+
+    @classmethod
+    def about(cls, pod: Pod, kind: str, reason: str, message: str, *,
+              condition: bool = False) -> Report:
+        return cls(pod.namespace, pod.name, pod.uid, kind, reason, message, condition)
+
+
 class Reporter:
     def __init__(self, client: KubeClient, component: str, *,
                  waiting_delay: float = 1.0) -> None:
@@ -34,7 +55,7 @@ class Reporter:
         # A gang member's reports ("waiting for members", "waiting at Permit") are held this
         # long: a gang placed within it gets only its Scheduled events written.
         self.waiting_delay = waiting_delay
-        self._pending: dict[str, tuple[int, Callable[[], None]]] = {}
+        self._pending: dict[str, tuple[int, Report]] = {}
         self._due: list[tuple[float, int, str]] = []
         self._seq = 0
         self._reported: dict[str, str] = {}
@@ -50,7 +71,8 @@ class Reporter:
             return
         self._reported[pod.uid] = message
         delay = self.waiting_delay if pod.group_key else 0.0
-        self._submit(pod, delay, lambda: self._write_unschedulable(pod, message))
+        self._submit(pod, delay, Report.about(pod, "Warning", "FailedScheduling", message,
+                                              condition=True))
 
     def waiting(self, pod: Pod, node_name: str, message: str) -> None:
         """A member waits at Permit: PodScheduled=False (so autoscalers see it) + an event."""
@@ -59,13 +81,12 @@ class Reporter:
             return
         self._reported[pod.uid] = text
         self._submit(pod, self.waiting_delay,
-                     lambda: self._write_unschedulable(pod, text, event_reason="Waiting",
-                                                       event_type="Normal"))
+                     Report.about(pod, "Normal", "Waiting", text, condition=True))
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         self._reported.pop(pod.uid, None)
         text = f"Successfully assigned {pod.key} to {node_name}"
-        self._submit(pod, 0.0, lambda: self.event(pod, "Normal", "Scheduled", text))
+        self._submit(pod, 0.0, Report.about(pod, "Normal", "Scheduled", text))
 
     def forget(self, pod: Pod) -> None:
         self._reported.pop(pod.uid, None)
@@ -73,17 +94,18 @@ class Reporter:
             self._pending.pop(pod.key, None)
 
     # -- writing --------------------------------------------------------------------------
-    def _submit(self, pod: Pod, delay: float, write: Callable[[], None]) -> None:
+    def _submit(self, pod: Pod, delay: float, report: Report) -> None:
         """Queue the pod's latest report; an older unsent one for the pod is dropped."""
+        key = pod.key  # one string for the map and the heap
         with self._lock:
-            if len(self._pending) >= MAX_PENDING and pod.key not in self._pending:
+            if len(self._pending) >= MAX_PENDING and key not in self._pending:
                 return  # never block the scheduler; the next state change reports again
             self._seq += 1
-            self._pending[pod.key] = (self._seq, write)
-            heapq.heappush(self._due, (time.monotonic() + delay, self._seq, pod.key))
+            self._pending[key] = (self._seq, report)
+            heapq.heappush(self._due, (time.monotonic() + delay, self._seq, key))
             self._lock.notify()
 
-    def _next(self) -> Callable[[], None] | None:
+    def _next(self) -> Report | None:
         with self._lock:
             while not self._stop:
                 while self._due:
@@ -104,48 +126,43 @@ class Reporter:
 
     def _run(self) -> None:
         while True:
-            write = self._next()
-            if write is None:
+            report = self._next()
+            if report is None:
                 return
             try:
-                write()
+                self._write(report)
                 self.writes += 1
             except ApiError as err:
                 if not err.not_found:
                     log.warning("report failed: %s", err)
 
-    def _write_unschedulable(self, pod: Pod, message: str, *,
-                             event_reason: str = "FailedScheduling",
-                             event_type: str = "Warning") -> None:
-        now = time.time()
-        condition = {
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-            "message": message, "lastTransitionTime": format_rfc3339(now),
-        }
-        self.client.patch(
-            f"/api/v1/namespaces/{q(pod.namespace)}/pods/{q(pod.name)}/status",
-            {"status": {"conditions": [condition]}}, kind="strategic",
-        )
-        self.event(pod, event_type, event_reason, message)
-
-    def event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
-        """A core/v1 Event about ``pod``."""
-        now = time.time()
+    def _write(self, report: Report) -> None:
+        now = format_rfc3339(time.time())
+        if report.condition:
+            condition = {
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": report.message, "lastTransitionTime": now,
+            }
+            self.client.patch(
+                f"/api/v1/namespaces/{q(report.namespace)}/pods/{q(report.name)}/status",
+                {"status": {"conditions": [condition]}}, kind="strategic",
+            )
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace,
-                               "name": pod.name, "uid": pod.uid},
-            "reason": reason,
-            "message": message[:1024],
-            "type": kind,
+            "metadata": {"name": f"{report.name}.{time.time_ns():x}",
+                         "namespace": report.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": report.namespace,
+                               "name": report.name, "uid": report.uid},
+            "reason": report.reason,
+            "message": report.message[:1024],
+            "type": report.kind,
             "source": {"component": self.component},
-            "firstTimestamp": format_rfc3339(now),
-            "lastTimestamp": format_rfc3339(now),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
             "count": 1,
         }
-        self.client.create(f"/api/v1/namespaces/{q(pod.namespace)}/events", body)
+        self.client.create(f"/api/v1/namespaces/{q(report.namespace)}/events", body)
 
     def flush(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout

@@ -115,9 +115,10 @@ def settings_from(args: argparse.Namespace) -> GrpcSettings:
 # -- serve ------------------------------------------------------------------------------
 def _serve(args: argparse.Namespace) -> int:
     from coscheduling import logs
-    from coscheduling.cli import _load_config
+    from coscheduling.cli import _load_config, limit_malloc_arenas
     from coscheduling.service import SchedulerService
 
+    limit_malloc_arenas()
     logs.setup(args.v, args.log_format)
     try:
         settings = settings_from(args)
