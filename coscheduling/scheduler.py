@@ -143,14 +143,9 @@ class Scheduler:
 
     def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
         state = CycleState()
-        for plugin in self.framework.pre_filter_plugins:
-            if plugin.name == skip_plugin:
-                continue
-            status = plugin.pre_filter(state, pod)
-            if status.code == Code.SKIP:
-                state.skip_filter.add(plugin.name)
-            elif not status.ok:
-                return None, f"{pod.name}: {status.message}"
+        status = self.framework.pre_filter_except(state, pod, skip_plugin)
+        if not status.ok:
+            return None, f"{pod.name}: {status.message}"
         choice = self.placer.choose(state, pod)
         return choice.node, "" if choice.node else choice.summary()
 

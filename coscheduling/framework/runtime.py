@@ -114,14 +114,20 @@ class Framework:
     # -- scheduling cycle ----------------------------------------------------------------
     def run_pre_filter(self, state: CycleState, pod: Pod) -> Status:
         started = time.perf_counter()
+        return self._timed("PreFilter", started, self.pre_filter_except(state, pod, ""))
+
+    def pre_filter_except(self, state: CycleState, pod: Pod, skip_plugin: str) -> Status:
+        """PreFilter of every plugin but ``skip_plugin``, untimed: for a plugin that places
+        other pods from inside its own PreFilter (the gang's admission)."""
         for plugin in self.pre_filter_plugins:
+            if plugin.name == skip_plugin:
+                continue
             status = plugin.pre_filter(state, pod)
             if status.code == Code.SKIP:
                 state.skip_filter.add(plugin.name)
-                continue
-            if not status.ok:
-                return self._timed("PreFilter", started, status.with_plugin(plugin.name))
-        return self._timed("PreFilter", started, SUCCESS)
+            elif not status.ok:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
 
     def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         """All Filter plugins on one node; the first failure decides (not timed per node)."""
