@@ -19,6 +19,7 @@ from coscheduling import logs
 from coscheduling.cluster.client import ApiError
 from coscheduling.config import ConfigError, SchedulerConfig, load_file, parse_config
 from coscheduling.config.load import dump_defaults
+from coscheduling.httpendpoint import ListenError
 from coscheduling.plugins.registry import default_registry
 from coscheduling.service import SchedulerService
 
@@ -57,18 +58,22 @@ def _run(args: argparse.Namespace) -> int:
     logs.setup(args.v, args.log_format)
     config = _load_config(args.config)
     try:
-        grpc_settings = None if args.no_grpc else settings_from(args)
+        grpc_settings = None if args.no_grpc else settings_from(args, config.grpc)
     except ValueError as err:
         print(f"coscheduling run: {err}", file=sys.stderr)
         return 2
-    service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
+    try:
+        service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
+    except ListenError as err:
+        print(f"coscheduling run: {err}", file=sys.stderr)
+        return 2
     try:
         server = start_grpc_for(service, grpc_settings) if grpc_settings else None
     except (OSError, RuntimeError) as err:
         print(f"coscheduling run: cannot serve gRPC on {args.address}: {err} "
               "(choose another --address, or --no-grpc)", file=sys.stderr)
         service.stop()
-        return 1
+        return 2
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -9,6 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from coscheduling.metrics import SchedulerMetrics
 
 
+class ListenError(Exception):
+    """The endpoint's address cannot be listened on (taken, or not this machine's)."""
+
+
 def parse_address(address: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
     """``host:port`` (or ``:port``, meaning the default host) -> (host, port)."""
     host, sep, port = address.rpartition(":")
@@ -42,7 +46,13 @@ class HttpEndpoint:
                 return  # scrapes every few seconds would flood the log
 
         host, port = parse_address(address)
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self.server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as err:
+            raise ListenError(
+                f"cannot serve /metrics, /healthz and /readyz on {address}: "
+                f"{err.strerror or err} (is another process using the port? change "
+                "metricsBindAddress, or set it to \"\" to turn the endpoint off)") from None
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="http",

@@ -28,6 +28,7 @@ from coscheduling.config.types import (
     EXTENSION_POINTS,
     KIND,
     ClientConnection,
+    GrpcPolicy,
     LeaderElection,
     Plugins,
     SchedulerConfig,
@@ -53,7 +54,7 @@ _TOP_LEVEL = {
     "apiVersion", "kind", "schedulerName", "clientConnection", "leaderElection",
     "percentageOfNodesToScore", "signatureCacheSize", "podInitialBackoffSeconds",
     "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "bindingParallelism",
-    "plugins", "pluginConfig", "metricsBindAddress",
+    "plugins", "pluginConfig", "metricsBindAddress", "grpc",
 }
 
 
@@ -112,6 +113,7 @@ def parse_config(raw: object, registry: Registry) -> SchedulerConfig:
                                                defaults.metrics_bind_address),
                                       "metricsBindAddress"),
         plugins=plugins,
+        grpc=_grpc(doc.get("grpc")),
         plugin_args=_plugin_args(doc.get("pluginConfig"), plugins, registry),
     )
 
@@ -135,6 +137,23 @@ def _client(raw: object) -> ClientConnection:
     burst = as_int(section.get("burst", defaults.burst), "clientConnection.burst", minimum=1)
     kubeconfig = as_str(section.get("kubeconfig", ""), "clientConnection.kubeconfig")
     return ClientConnection(kubeconfig, qps, burst)
+
+
+def _grpc(raw: object) -> GrpcPolicy:
+    section = as_mapping(raw, "grpc")
+    reject_unknown(section, {"readOnlyClients", "mutatingClients", "reservationTimeout"},
+                   "grpc")
+    lists = {}
+    for key in ("readOnlyClients", "mutatingClients"):
+        names = tuple(as_str(item, f"grpc.{key}[{index}]")
+                      for index, item in enumerate(as_list(section.get(key), f"grpc.{key}")))
+        for index, name in enumerate(names):
+            if not name.strip():
+                raise ConfigError(f"grpc.{key}[{index}]", "must be a certificate identity "
+                                  "(common name or subject alternative name), or '*'")
+        lists[key] = names
+    timeout = _seconds(section.get("reservationTimeout", "60s"), "grpc.reservationTimeout")
+    return GrpcPolicy(lists["readOnlyClients"], lists["mutatingClients"], timeout)
 
 
 def _seconds(value: object, path: str) -> float:
@@ -267,6 +286,7 @@ def dump_defaults() -> dict[str, Any]:
         "leaderElection": {"leaderElect": False, "leaseDuration": "15s",
                            "renewDeadline": "10s", "retryPeriod": "2s",
                            "resourceNamespace": "kube-system"},
+        "grpc": {"readOnlyClients": [], "mutatingClients": [], "reservationTimeout": "60s"},
         "plugins": {point: {"enabled": [{"name": n, **({"weight": w} if point == "score" else {})}
                                         for n, w in DEFAULT_PLUGINS[point]]}
                     for point in EXTENSION_POINTS},

@@ -35,6 +35,16 @@ class LeaderElection:
 
 
 @dataclass(frozen=True)
+class GrpcPolicy:
+    """Who may call the gRPC plugin server (client certificate identities, under mutual
+    TLS), and how long a reservation made through it lives without a call about it."""
+
+    read_only_clients: tuple[str, ...] = ()
+    mutating_clients: tuple[str, ...] = ()
+    reservation_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
 class Plugins:
     """Plugin names per extension point, in run order; score maps names to weights."""
 
@@ -70,4 +80,5 @@ class SchedulerConfig:
     # Where /metrics, /healthz and /readyz are served; "" turns the endpoint off.
     metrics_bind_address: str = "127.0.0.1:10251"
     plugins: Plugins = field(default_factory=Plugins)
+    grpc: GrpcPolicy = field(default_factory=GrpcPolicy)
     plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -22,6 +22,7 @@ from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.server import (
     DEFAULT_ADDRESS,
     DEFAULT_MAX_MESSAGE_BYTES,
+    INSECURE_FLAG,
     GrpcSettings,
     PluginServer,
     build_server,
@@ -29,6 +30,7 @@ from coscheduling.server.server import (
 from coscheduling.server.servicer import SUBSCRIBED_METADATA
 
 if TYPE_CHECKING:
+    from coscheduling.config.types import GrpcPolicy
     from coscheduling.service import SchedulerService
 
 log = logging.getLogger(__name__)
@@ -93,7 +95,7 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     """The server's flags, for `serve` (and for `run`, should it start the server too)."""
     parser.add_argument("--address", default=DEFAULT_ADDRESS,
                         help=f"host:port to listen on (default {DEFAULT_ADDRESS}: "
-                             "this machine only)")
+                             "this machine only; any other address needs mutual TLS)")
     parser.add_argument("--tls-cert", default="", help="server certificate (PEM): serve TLS")
     parser.add_argument("--tls-key", default="", help="the server certificate's key (PEM)")
     parser.add_argument("--client-ca", default="",
@@ -102,12 +104,20 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
                         help="serve gRPC reflection (off by default)")
     parser.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
                         help="largest message received or sent (default 16 MiB)")
+    parser.add_argument(INSECURE_FLAG, dest="insecure_remote", action="store_true",
+                        help="DANGEROUS: serve a non-loopback --address without mutual TLS, "
+                             "so anyone who reaches the port can hold and release any gang")
 
 
-def settings_from(args: argparse.Namespace) -> GrpcSettings:
+def settings_from(args: argparse.Namespace, policy: GrpcPolicy) -> GrpcSettings:
+    """The server's settings: the flags, and the configuration's ``grpc`` section."""
     settings = GrpcSettings(address=args.address, max_message_bytes=args.max_message_bytes,
                             tls_cert=args.tls_cert, tls_key=args.tls_key,
-                            client_ca=args.client_ca, reflection=args.reflection)
+                            client_ca=args.client_ca, reflection=args.reflection,
+                            read_only_clients=policy.read_only_clients,
+                            mutating_clients=policy.mutating_clients,
+                            reservation_timeout=policy.reservation_timeout,
+                            insecure_remote=args.insecure_remote)
     settings.validate()
     return settings
 
@@ -116,16 +126,22 @@ def settings_from(args: argparse.Namespace) -> GrpcSettings:
 def _serve(args: argparse.Namespace) -> int:
     from coscheduling import logs
     from coscheduling.cli import _load_config, limit_malloc_arenas
+    from coscheduling.httpendpoint import ListenError
     from coscheduling.service import SchedulerService
 
     limit_malloc_arenas()
     logs.setup(args.v, args.log_format)
+    config = _load_config(args.config)
     try:
-        settings = settings_from(args)
+        settings = settings_from(args, config.grpc)
     except ValueError as err:
         print(f"coscheduling serve: {err}", file=sys.stderr)
         return 2
-    service = SchedulerService(_load_config(args.config), kubeconfig=args.kubeconfig or "")
+    try:
+        service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
+    except ListenError as err:
+        print(f"coscheduling serve: {err}", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -137,7 +153,8 @@ def _serve(args: argparse.Namespace) -> int:
         server = start_grpc_for(service, settings)
     except (OSError, RuntimeError) as err:
         print(f"coscheduling serve: {err}", file=sys.stderr)
-        return 1
+        service.stop()
+        return 2
     if not service.start(sync_timeout=None, schedule=False):
         server.stop(0).wait()
         service.stop()

@@ -14,6 +14,8 @@ holding it.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,6 +39,7 @@ class RemoteCycle:
     state: CycleState = field(default_factory=CycleState)
     permit: Status | None = None  # what Permit answered
     decision: Status | None = None  # what became of it while it waited
+    touched: float = 0.0  # the last call about it, or its decision (RemoteCycles.clock)
 
     @property
     def waiting(self) -> bool:
@@ -63,6 +66,7 @@ class RemoteCycles:
         self._lock = threading.Lock()
         self._cycles: dict[str, RemoteCycle] = {}
         self._metrics = scheduler.metrics
+        self.clock: Callable[[], float] = time.monotonic  # for reservation expiry
         scheduler.waiting_pods.add_interceptor(self._intercept)
         self._servers = 0  # running servers; the last one to stop undoes what is left
 
@@ -74,6 +78,7 @@ class RemoteCycles:
             remote = cycle is not None and cycle.pod.uid == waiting.pod.uid
             if cycle is not None and remote:
                 cycle.decision = waiting.decision or Status.error("no decision")
+                cycle.touched = self.clock()  # the caller's time to act starts now
         if not remote:
             return False
         decision = waiting.decision

@@ -1,9 +1,11 @@
 """The gRPC server: the Scheduling service, health, optional reflection, TLS, and shutdown.
 
-Safe defaults: it listens on 127.0.0.1 only, refuses to share its port (SO_REUSEPORT off,
-so a second server fails instead of silently taking half the connections), caps messages at
-16 MiB both ways, and reports SERVING on the standard health service only once the
-scheduler's caches have synced (an answer from a half-listed cache would be wrong).
+Safe defaults: it listens on 127.0.0.1 only, and anywhere else only with mutual TLS and
+per-RPC authorization (or a loudly named override); it refuses to share its port
+(SO_REUSEPORT off, so a second server fails instead of silently taking half the
+connections), caps messages at 16 MiB both ways, releases reservations whose caller went
+quiet, and reports SERVING on the standard health service only once the scheduler's caches
+have synced (an answer from a half-listed cache would be wrong).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from coscheduling.server.auth import Authorizer, is_loopback
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.servicer import SERVICE_NAME, SchedulingServicer
 from coscheduling.server.wire import RequestError, invalid
@@ -32,6 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+INSECURE_FLAG = "--insecure-expose-grpc-without-mtls"
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,24 @@ class GrpcSettings:
     max_workers: int = 32
     max_streams: int = 16
     sync_poll_seconds: float = 0.05
+    # Certificate identities allowed to call (configuration: grpc.readOnlyClients and
+    # grpc.mutatingClients), checked on every call under mutual TLS.
+    read_only_clients: tuple[str, ...] = ()
+    mutating_clients: tuple[str, ...] = ()
+    # A reservation no call has touched for this long is released (configuration:
+    # grpc.reservationTimeout); a pod waiting at Permit is under its gang's timeout instead.
+    reservation_timeout: float = 60.0
+    # Serve off loopback without mutual TLS: anyone who reaches the port may hold and
+    # release any gang's room. Only for networks where nobody else can.
+    insecure_remote: bool = False
+
+    @property
+    def mutual_tls(self) -> bool:
+        return bool(self.tls_cert and self.client_ca)
+
+    def authorizer(self) -> Authorizer:
+        return Authorizer.of(self.read_only_clients, self.mutating_clients,
+                             enforced=self.mutual_tls)
 
     def validate(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -58,6 +80,21 @@ class GrpcSettings:
         if self.client_ca and not self.tls_cert:
             raise ValueError("mutual TLS (--client-ca) needs the server's own certificate "
                              "(--tls-cert, --tls-key)")
+        if not is_loopback(self.address) and not self.mutual_tls and not self.insecure_remote:
+            raise ValueError(
+                f"--address {self.address} is reachable from other machines: serving gRPC "
+                "there needs mutual TLS (--tls-cert, --tls-key, --client-ca), or "
+                f"{INSECURE_FLAG} to let anyone who reaches the port hold and release gangs")
+        if self.mutual_tls and not (self.read_only_clients or self.mutating_clients):
+            raise ValueError("mutual TLS is on but no client may call: list certificate "
+                             "identities in the configuration's grpc.readOnlyClients or "
+                             "grpc.mutatingClients ('*': any certificate the client CA signed)")
+        if (self.read_only_clients or self.mutating_clients) and not self.mutual_tls:
+            raise ValueError("grpc.readOnlyClients and grpc.mutatingClients name client "
+                             "certificates: they need mutual TLS (--tls-cert, --tls-key, "
+                             "--client-ca)")
+        if self.reservation_timeout <= 0:
+            raise ValueError("reservation_timeout must be positive")
         if self.max_message_bytes <= 0:
             raise ValueError("max_message_bytes must be positive")
         if not 0 < self.max_streams < self.max_workers:
@@ -96,19 +133,22 @@ def _abort(context: Any, method: str, err: Exception) -> NoReturn:
     raise AssertionError("grpc's context.abort returned")
 
 
-def _guard(method: Any, behavior: Callable[..., Any]) -> Callable[..., Any]:
-    """Every failure of one call becomes that call's status; the server never dies of it."""
+def _guard(method: Any, behavior: Callable[..., Any],
+           authorizer: Authorizer) -> Callable[..., Any]:
+    """The caller's right to the call is checked first; every failure of one call becomes
+    that call's status; the server never dies of it."""
     name = method.name
     request_name = method.input_type.full_name
 
-    def check(request: Any) -> None:
+    def check(request: Any, context: Any) -> None:
+        authorizer.check(name, context)
         if isinstance(request, _Undecodable):
             raise invalid("request", f"not a valid {request_name} message: {request.error}")
 
     if method.server_streaming:
         def stream(request: Any, context: Any) -> Iterator[Any]:
             try:
-                check(request)
+                check(request, context)
                 yield from behavior(request, context)
             except Exception as err:
                 _abort(context, name, err)
@@ -116,14 +156,14 @@ def _guard(method: Any, behavior: Callable[..., Any]) -> Callable[..., Any]:
 
     def unary(request: Any, context: Any) -> Any:
         try:
-            check(request)
+            check(request, context)
             return behavior(request, context)
         except Exception as err:
             _abort(context, name, err)
     return unary
 
 
-def _method_handlers(servicer: SchedulingServicer) -> dict[str, Any]:
+def _method_handlers(servicer: SchedulingServicer, authorizer: Authorizer) -> dict[str, Any]:
     """One handler per RPC in the service descriptor (a missing method fails here)."""
     handlers = {}
     for method in pb.DESCRIPTOR.services_by_name["Scheduling"].methods:
@@ -132,7 +172,7 @@ def _method_handlers(servicer: SchedulingServicer) -> dict[str, Any]:
         make = (grpc.unary_stream_rpc_method_handler if method.server_streaming
                 else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = make(
-            _guard(method, getattr(servicer, method.name)),
+            _guard(method, getattr(servicer, method.name), authorizer),
             request_deserializer=_decoder(request_class),
             response_serializer=response_class.SerializeToString,
         )
@@ -185,9 +225,14 @@ class PluginServer(grpc.Server):  # type: ignore[misc]  # grpc ships no type hin
         self._server.start()
         self._started = True
         threading.Thread(target=self._report_ready, name="grpc-ready", daemon=True).start()
+        threading.Thread(target=self._expire_reservations, name="grpc-expiry",
+                         daemon=True).start()
         log.info("gRPC plugin server listening on %s (%s)", self.address,
                  "mutual TLS" if self._settings.client_ca else
                  "TLS" if self._settings.tls_cert else "plaintext")
+        if not is_loopback(self.address) and not self._settings.mutual_tls:
+            log.warning("gRPC on %s WITHOUT mutual TLS (%s): anyone who reaches this port "
+                        "can hold and release any gang's room", self.address, INSECURE_FLAG)
 
     def stop(self, grace: float | None) -> threading.Event:
         with self._stop_lock:
@@ -210,6 +255,15 @@ class PluginServer(grpc.Server):  # type: ignore[misc]  # grpc ships no type hin
         if self._started:
             self._servicer.detach()
         stopped.set()
+
+    def _expire_reservations(self) -> None:
+        """Release the reservations of callers that went quiet (see SchedulingServicer)."""
+        interval = min(1.0, self._settings.reservation_timeout / 4)
+        while not self._stopping.wait(interval):
+            try:
+                self._servicer.expire_reservations()
+            except Exception:
+                log.exception("expiring gRPC reservations failed")
 
     def _report_ready(self) -> None:
         """SERVING once the caches have synced (the service may still be listing)."""
@@ -235,8 +289,9 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
     ]
     executor = futures.ThreadPoolExecutor(settings.max_workers, thread_name_prefix="grpc")
     server = grpc.server(executor, options=options)
-    servicer = SchedulingServicer(scheduler, settings.max_streams)
-    handlers = _method_handlers(servicer)
+    servicer = SchedulingServicer(scheduler, settings.max_streams,
+                                  reservation_timeout=settings.reservation_timeout)
+    handlers = _method_handlers(servicer, settings.authorizer())
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME,
                                                                           handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -48,12 +48,17 @@ STOPPED_REASON = "the gRPC server stopped"
 class SchedulingServicer:
     """The RPCs over one Scheduler's instances (no second framework, no copy of its state)."""
 
-    def __init__(self, scheduler: Scheduler, max_streams: int = 16) -> None:
+    def __init__(self, scheduler: Scheduler, max_streams: int = 16, *,
+                 reservation_timeout: float = 60.0,
+                 clock: Callable[[], float] | None = None) -> None:
         self._s = scheduler
         self._max_streams = max_streams
+        self._reservation_timeout = reservation_timeout
         self._fw = scheduler.framework
         self._lock = scheduler.cache.lock
         self._cycles = remote_cycles(scheduler)
+        if clock is not None:  # tests: reservation ages on a clock they move
+            self._cycles.clock = clock
         self._streams: set[queue.SimpleQueue[Decision | None]] = set()
         self._streams_lock = threading.Lock()
         self._closing = False
@@ -108,6 +113,7 @@ class SchedulingServicer:
             if held is not None and held.pod.uid != pod.uid:
                 self._release(held, f"pod {pod.key} was replaced")  # a stale reservation
             elif held is not None and held.node_name == node.name:
+                held.touched = self._cycles.clock()
                 return pb.ReserveResponse(status=status_pb(SUCCESS))  # a retried Reserve
             elif held is not None:
                 raise precondition("pod", f"pod {pod.key} is reserved on node "
@@ -123,7 +129,7 @@ class SchedulingServicer:
             # As the loop does: assume first (the room is taken), then the Reserve plugins.
             self._s.cache.assume(pod, node.name)
             self._s.queue.delete(pod.key)  # an assumed pod is not queued
-            cycle = RemoteCycle(pod, node.name)
+            cycle = RemoteCycle(pod, node.name, touched=self._cycles.clock())
             status = self._fw.run_reserve(cycle.state, pod, node.name)
             if status.ok:
                 self._cycles.add(cycle)
@@ -142,6 +148,7 @@ class SchedulingServicer:
                                           f"(it answered {cycle.permit.code.name})")
             status = self._fw.run_permit(cycle.state, pod, node)
             cycle.permit = status
+            cycle.touched = self._cycles.clock()
             timeout = 0.0
             if status.code == Code.WAIT:
                 waiting = self._s.waiting_pods.get(pod.key)
@@ -220,6 +227,30 @@ class SchedulingServicer:
         self._fw.run_unreserve(cycle.state, pod, cycle.node_name)
         rejection = cycle.state.read(REJECTION)
         self._forget(pod, Status.unschedulable(rejection.reason if rejection else reason))
+
+    def expire_reservations(self, now: float | None = None) -> list[str]:
+        """Release every reservation that no call (nor its gang's decision) has touched for
+        the reservation timeout, as Unreserve would, with a FailedScheduling event: its
+        caller is presumed gone, and the room must not stay held for good. A pod waiting
+        at Permit is left to its gang's own timeout. Returns the released pods' keys."""
+        now = self._cycles.clock() if now is None else now
+        timeout = self._reservation_timeout
+        expired: list[str] = []
+        with self._lock:
+            for key in self._cycles.pod_keys():
+                cycle = self._cycles.get(key)
+                if cycle is None or cycle.waiting or now - cycle.touched < timeout:
+                    continue
+                reason = (f"the gRPC reservation of pod {key} on node {cycle.node_name} "
+                          f"expired: no call about it for {timeout:g}s")
+                self._release(cycle, reason)
+                if self._s.reporter is not None:
+                    self._s.reporter.unschedulable(cycle.pod, reason)
+                expired.append(key)
+        if expired:
+            log.warning("released %d expired gRPC reservations: %s", len(expired),
+                        ", ".join(expired))
+        return expired
 
     def _forget(self, pod: Pod, status: Status) -> None:
         """Drop the assumed pod, tell waiting gangs there is room, and give a pod of this

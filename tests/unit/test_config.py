@@ -53,6 +53,14 @@ def test_plugin_merge_disable_enable_and_weights() -> None:
     assert config.plugins.filter[0] == "NodeUnschedulable"
 
 
+def test_grpc_authorization_lists_and_reservation_timeout() -> None:
+    grpc = _parse(grpc={"readOnlyClients": ["dashboard"], "mutatingClients": ["driver", "*"],
+                        "reservationTimeout": "90s"}).grpc
+    assert (grpc.read_only_clients, grpc.mutating_clients, grpc.reservation_timeout) == (
+        ("dashboard",), ("driver", "*"), 90.0)
+    assert _parse().grpc.reservation_timeout == 60.0
+
+
 def test_schedulername_default_scheduler_makes_it_the_only_scheduler() -> None:
     assert _parse(schedulerName="default-scheduler").scheduler_name == "default-scheduler"
 
@@ -95,6 +103,11 @@ def test_schedulername_default_scheduler_makes_it_the_only_scheduler() -> None:
      "pluginConfig[0].args.scoringStrategy.type"),
     ({"pluginConfig": [{"name": "Ghost", "args": {}}]}, "pluginConfig[0].name"),
     ({"pluginConfig": "all"}, "pluginConfig"),
+    ({"grpc": {"readOnlyClients": "dashboard"}}, "grpc.readOnlyClients"),
+    ({"grpc": {"mutatingClients": ["driver", ""]}}, "grpc.mutatingClients[1]"),
+    ({"grpc": {"mutatingClients": [7]}}, "grpc.mutatingClients[0]"),
+    ({"grpc": {"reservationTimeout": "0s"}}, "grpc.reservationTimeout"),
+    ({"grpc": {"readers": []}}, "grpc.readers"),
 ])
 def test_nonsense_values_are_refused_naming_the_field(fields: dict[str, Any],
                                                       path: str) -> None:

@@ -20,7 +20,7 @@ from coscheduling.framework.interfaces import (
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.plugins.coscheduling.args import parse_args
 from coscheduling.plugins.coscheduling.manager import GangManager
-from coscheduling.plugins.coscheduling.status import GroupView, build_status
+from coscheduling.plugins.coscheduling.status import GroupView, build_status, occupied_by
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -95,10 +95,13 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         if not group.valid:
             return Status.unresolvable(f'PodGroup "{group_key}" is invalid: '
                                        + "; ".join(group.errors))
-        if group.occupied_by and pod.owner and _uid(pod.owner) != _uid(group.occupied_by):
+        cache = self.handle.cache
+        occupant = occupied_by(group, cache.group_pods(group_key), lambda p: bool(
+            p.node_name or cache.assumed_node(p.key) or cache.claimed_node(p.key)))
+        if occupant and _uid(pod.owner) != _uid(occupant):
             return Status.unresolvable(
-                f'PodGroup "{group_key}" is occupied by {group.occupied_by}; this pod belongs '
-                f"to {pod.owner}, so it may not join the group")
+                f'PodGroup "{group_key}" is occupied by {occupant}; this pod belongs '
+                f"to {pod.owner or 'no controller'}, so it may not join the group")
         manager = self.manager
         counts = manager.counts(group_key)
         if counts.placed + counts.waiting + counts.claimed >= group.min_member:

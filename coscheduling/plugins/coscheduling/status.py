@@ -8,7 +8,7 @@ none running), Failed (members failed and none is left running or placed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,10 @@ def build_status(view: GroupView) -> dict[str, Any]:
         if phase == pg.PHASE_PRE_SCHEDULING:
             reason = (f"waiting for member pods: {view.counts.members} of minMember "
                       f"{minimum} exist")
+            gated = sum(1 for p in view.members if p.gated and not p.node_name
+                        and not p.deleting)
+            if gated:
+                reason += f" ({gated} more held by spec.schedulingGates, not counted)"
         if reason:
             conditions.append(_condition("Unschedulable", True, "GangUnschedulable", reason))
         if view.frozen_until:
@@ -94,16 +98,19 @@ def build_status(view: GroupView) -> dict[str, Any]:
     }
     if gang is not None and gang.started:
         status["scheduleStartTime"] = format_rfc3339(gang.started)
-    occupant = occupied_by(group, view.members)
+    occupant = occupied_by(group, view.members, lambda p: bool(p.node_name))
     if occupant:
         status["occupiedBy"] = occupant
     return status
 
 
-def occupied_by(group: PodGroup, members: Sequence[Pod]) -> str:
-    """The controller that owns the group: kept once set, else the owner of its placed
-    members (Tencent's rule: one owner's pods may not take over another owner's group)."""
+def occupied_by(group: PodGroup, members: Sequence[Pod], placed: Callable[[Pod], bool]) -> str:
+    """The controller that owns the group (Tencent's rule: one owner's pods may not take
+    over another owner's group): kept once written, else the owner of its oldest ``placed``
+    member that has one. Never empty once an owned member is placed, even when two owners'
+    pods were placed before the first status write; the scheduler passes assumed, waiting
+    and claimed members as placed, so a second owner is refused before that write."""
     if group.occupied_by:
         return group.occupied_by
-    owners = {p.owner for p in members if p.node_name and p.owner}
-    return owners.pop() if len(owners) == 1 else ""
+    owned = [p for p in members if p.owner and not p.deleting and placed(p)]
+    return min(owned, key=lambda p: (p.created, p.key)).owner if owned else ""
