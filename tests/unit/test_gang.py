@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -95,8 +94,12 @@ def test_timeout_rejects_whole_gang_and_releases_room(sim: SimCluster) -> None:
     waiting = {w.key for w in sim.scheduler.waiting_pods}
     assert len(waiting) == 2
     third = next(k for k in ("ns/s0", "ns/s1", "ns/s2") if k not in waiting)
+    decisions = sim.scheduler.waiting_pods.subscribe()
     sim.delete_pod(third)
-    time.sleep(1.5)
+    # Wait for the gang's timeout to decide both waiting members (no wall-clock bound).
+    rejected = [decisions.get(timeout=60) for _ in range(2)]
+    assert all(d is not None and d.status.plugin == "Permit" and "timed out" in d.status.message
+               for d in rejected), rejected
     sim.settle()
     assert len(sim.scheduler.waiting_pods) == 0
     assert sim.bound_in_group("slow") == 0
