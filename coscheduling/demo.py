@@ -8,6 +8,7 @@ example's expected outcome, and stops everything it started.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from coscheduling.localcluster import LocalCluster, ensure_binaries
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004")
+NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004", "demo-topology")
+RACK = "example.com/rack"
 
 
 def _say(text: str = "") -> None:
@@ -157,8 +159,12 @@ class Demo:
         _node(kube, "seed001-a", "8", {"demo": "seed001"})
         _node(kube, "seed004-a", "8", {"demo": "seed004"}, gpus=4)
         _node(kube, "seed004-b", "8", {"demo": "seed004"}, gpus=4)
+        for name, cpu, rack in (("rack1-a", "4", "r1"), ("rack1-b", "4", "r1"),
+                                ("rack2-a", "8", "r2"), ("rack2-b", "8", "r2")):
+            _node(kube, name, cpu, {"demo": "topology", RACK: rack})
         _say("   seed000-a 3 cpu, seed000-b 2 cpu | seed001-a 8 cpu (0.9 used) | "
-             "seed004-a/b 8 cpu + 4 nvidia.com/gpu each")
+             "seed004-a/b 8 cpu + 4 nvidia.com/gpu each\n"
+             f"   topology: {RACK}=r1 two 4-cpu nodes, {RACK}=r2 two 8-cpu nodes")
 
     def _examples(self, kube: KubeClient, kubeconfig: Path) -> None:
         _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "namespaces.yaml"))
@@ -208,6 +214,30 @@ class Demo:
                      "5/5 bound on a single node")
         _settled(kube, "demo-seed004", "tf-smoke-gpu", 5)
         _print_state(kube, "demo-seed004")
+        self._topology(kube, kubeconfig)
+
+    def _topology(self, kube: KubeClient, kubeconfig: Path) -> None:
+        _say("== topology: gangs placed whole inside one rack (spec.topology, Required)")
+        _say("== kubectl apply -f examples/topology-train.yaml")
+        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "topology-train.yaml"))
+        self._expect("topology gang lands in the one rack that holds it",
+                     lambda: len(_bound(kube, "demo-topology", "train")) == 4
+                     and set(_bound(kube, "demo-topology", "train")) <= {"rack2-a", "rack2-b"},
+                     f"4/4 bound, all in {RACK}=r2")
+        _settled(kube, "demo-topology", "train", 4)
+        _say("== kubectl apply -f examples/topology-eval.yaml")
+        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "topology-eval.yaml"))
+        with contextlib.suppress(TimeoutError):  # the check below names what is missing
+            _wait(lambda: "topology Required" in _group_note(kube, "demo-topology", "eval")
+                  and all("topology Required" in _why(p)
+                          for p in _pods(kube, "demo-topology") if p["metadata"]["name"]
+                          .startswith("eval-")),
+                  60, "the verdict on the gang that fits no rack and on every member")
+        note = _group_note(kube, "demo-topology", "eval")
+        self.check("topology gang that fits no rack waits whole and says why",
+                   not _bound(kube, "demo-topology", "eval") and "topology Required" in note,
+                   f"{len(_bound(kube, 'demo-topology', 'eval'))}/5 bound; {note or 'no verdict'}")
+        _print_state(kube, "demo-topology")
 
     def _expect(self, name: str, condition: Callable[[], bool], detail: str) -> None:
         try:

@@ -249,7 +249,24 @@ class Placer:
         best = table.best()
         if not best:
             return Choice(None, dict(table.failed), self.cache.node_count())
-        return Choice(best[0] if len(best) == 1 else random.choice(best))
+        return Choice(self._break_tie(pod, best))
+
+    def _break_tie(self, pod: Pod, ties: list[str]) -> str:
+        """One of the best nodes. A gang member goes where most of its gang already is
+        (placed, assumed or claimed), else to the first by name: a gang is one job, and the
+        order its members happen to be placed in must not split it. Other pods: at random,
+        as kube-scheduler spreads ties."""
+        if len(ties) == 1:
+            return ties[0]
+        if not pod.group_key:
+            return random.choice(ties)
+        holding = self.cache.group_nodes(pod.group_key, excluding=pod.key)
+        if holding:
+            tied = set(ties)
+            near = [(-count, name) for name, count in holding.items() if name in tied]
+            if near:
+                return min(near)[1]
+        return min(ties)
 
     # -- sampling, for pods that cannot share a table --------------------------------------
     def _sampled(self, state: CycleState, pod: Pod) -> Choice:
@@ -280,5 +297,4 @@ class Placer:
             return Choice(feasible[0].name)
         scores = self.framework.run_score(state, pod, feasible)
         best = max(scores.values())
-        ties = [name for name, score in scores.items() if score == best]
-        return Choice(ties[0] if len(ties) == 1 else random.choice(ties))
+        return Choice(self._break_tie(pod, [n for n, score in scores.items() if score == best]))

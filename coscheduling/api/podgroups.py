@@ -25,7 +25,26 @@ PHASE_FINISHED = "Finished"
 PHASE_FAILED = "Failed"
 PHASE_UNKNOWN = "Unknown"
 
+TOPOLOGY_REQUIRED = "Required"
+TOPOLOGY_PREFERRED = "Preferred"
+MAX_TOPOLOGY_KEYS = 8
+# A label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """``spec.topology``: the whole gang goes into one domain (nodes sharing a value of a
+    label key); ``keys`` run from the narrowest (a rack) to the widest (a zone)."""
+
+    mode: str
+    keys: tuple[str, ...]
+
+    @property
+    def required(self) -> bool:
+        return self.mode == TOPOLOGY_REQUIRED
 
 
 @dataclass(slots=True, eq=False)
@@ -39,6 +58,7 @@ class PodGroup:
     min_resources: dict[str, int] = field(default_factory=dict)
     max_schedule_time: float | None = None
     priority_class_name: str = ""
+    topology: Topology | None = None
     phase: str = ""
     occupied_by: str = ""
     errors: tuple[str, ...] = ()
@@ -100,5 +120,41 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
         errors.append(f"spec.priorityClassName: {priority_class!r} is not a valid name")
     else:
         group.priority_class_name = str(priority_class)
+    if spec.get("topology") is not None:
+        try:
+            group.topology = parse_topology(spec["topology"])
+        except ValueError as err:
+            errors.append(f"spec.topology{err}")
     group.errors = tuple(errors)
     return group
+
+
+def valid_label_key(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return bool(_LABEL_NAME.match(name))
+
+
+def parse_topology(raw: object) -> Topology:
+    """Validate ``spec.topology``; a ValueError's text starts with the sub-field it names."""
+    if not isinstance(raw, dict):
+        raise ValueError(f": must be an object with mode and keys, got {raw!r}")
+    unknown = sorted(set(raw) - {"mode", "keys"})
+    if unknown:
+        raise ValueError(f".{unknown[0]}: unknown field (allowed: mode, keys)")
+    mode = raw.get("mode", TOPOLOGY_REQUIRED)
+    if mode not in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED):
+        raise ValueError(f".mode: must be {TOPOLOGY_REQUIRED} or {TOPOLOGY_PREFERRED}, "
+                         f"got {mode!r}")
+    keys = raw.get("keys")
+    if not isinstance(keys, list) or not keys:
+        raise ValueError(".keys: must be a non-empty list of node label keys, narrowest first")
+    if len(keys) > MAX_TOPOLOGY_KEYS:
+        raise ValueError(f".keys: at most {MAX_TOPOLOGY_KEYS} keys, got {len(keys)}")
+    for index, key in enumerate(keys):
+        if not isinstance(key, str) or not valid_label_key(key):
+            raise ValueError(f".keys[{index}]: {key!r} is not a valid label key")
+        if keys.index(key) != index:
+            raise ValueError(f".keys[{index}]: {key!r} is listed twice")
+    return Topology(str(mode), tuple(keys))

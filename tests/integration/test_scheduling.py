@@ -105,50 +105,6 @@ def test_seed001_two_racing_statefulsets_one_gang_wins_whole(
         kube.delete(f"/api/v1/nodes/{node}")  # later rounds must not see its free room
 
 
-def _binpack_config(strategy: str) -> dict[str, Any]:
-    args: dict[str, Any] = {"type": strategy,
-                            "resources": [{"name": "cpu", "weight": 1},
-                                          {"name": "nvidia.com/gpu", "weight": 1}]}
-    if strategy == "RequestedToCapacityRatio":
-        args["requestedToCapacityRatio"] = {"shape": [{"utilization": 0, "score": 0},
-                                                      {"utilization": 100, "score": 10}]}
-    return {"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": args}}]}
-
-
-def _five_member_group(kube: KubeClient, namespace: str, scheduler: str) -> None:
-    create_podgroup(kube, namespace, "tf-smoke-gpu", 5)
-    create_pod(kube, namespace, pod_body("ps-0", scheduler=scheduler, cpu="1",
-                                         group="tf-smoke-gpu"))
-    for i in range(4):
-        create_pod(kube, namespace, pod_body(f"worker-{i}", scheduler=scheduler, cpu="1",
-                                             group="tf-smoke-gpu",
-                                             extra={"nvidia.com/gpu": "1"}))
-
-
-def test_seed004_binpack_packs_and_least_allocated_spreads(
-        kube: KubeClient, make_namespace: Callable[[], str], make_node: Any,
-        start_scheduler: StartScheduler) -> None:
-    for i in range(3):
-        make_node(f"gpu-{i}", cpu="8", extended={"nvidia.com/gpu": "4"})
-    packed = start_scheduler(_binpack_config("RequestedToCapacityRatio"))
-    ns1 = make_namespace()
-    packed.watch(ns1)
-    _five_member_group(kube, ns1, packed.name)
-    wait_until(lambda: bound_count(kube, ns1, "tf-smoke-gpu") == 5, what="binpacked gang")
-    assert len(set(placement(kube, ns1).values())) == 1, placement(kube, ns1)
-    packed.stop()
-    for name in list(placement(kube, ns1)):
-        delete_pod(kube, ns1, name)
-
-    spread = start_scheduler(_binpack_config("LeastAllocated"))
-    ns2 = make_namespace()
-    spread.watch(ns2)
-    _five_member_group(kube, ns2, spread.name)
-    wait_until(lambda: bound_count(kube, ns2, "tf-smoke-gpu") == 5, what="spread gang")
-    per_node = Counter(placement(kube, ns2).values())
-    assert len(per_node) == 3 and max(per_node.values()) <= 2, per_node
-
-
 def test_higher_priority_gang_wins(kube: KubeClient, namespace: str, make_node: Any,
                                    start_scheduler: StartScheduler) -> None:
     create_priority_class(kube, "cs-test-high", 1000)

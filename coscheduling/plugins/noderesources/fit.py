@@ -8,8 +8,8 @@ gang member is not blocked by the room its own gang claimed for it.
 Scoring follows kube-scheduler's resource-allocation scorers with exact integer arithmetic:
 
 * requested of cpu / memory = the node's *non-zero* requests (best-effort containers count as
-  100m / 200Mi) + what other pods claimed there (their real requests) + the pod's non-zero
-  request; any other resource = ``used(resource, excluding=pod.key)`` + the pod's request;
+  100m / 200Mi) of its pods and of what other gangs' members claimed there, + the pod's
+  non-zero request; any other resource = ``used(resource, excluding=pod.key)`` + the pod's request;
 * a resource whose allocatable is 0 on the node is left out (its weight does not count);
 * a resource that is not cpu, memory or ephemeral-storage (a GPU, say) is left out when the
   pod does not request it, so a cpu-only pod is not steered by how busy the GPUs are;
@@ -254,14 +254,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
             alloc = allocatable.get(name, 0)
             if alloc <= 0:
                 continue
-            used = node.used(name, key)
-            if name == CPU:
-                # Non-zero requests of placed pods + others' claims (used - requested).
-                requested = node.nonzero_cpu + used - node.requested.get(CPU, 0) + amount
-            elif name == MEMORY:
-                requested = node.nonzero_memory + used - node.requested.get(MEMORY, 0) + amount
+            if name in (CPU, MEMORY):
+                requested = node.nonzero_used(name == CPU, key) + amount
             else:
-                requested = used + amount
+                requested = node.used(name, key) + amount
             value = resource_score(requested, alloc)
             if ratio and value <= 0:
                 continue
