@@ -6,11 +6,12 @@ import logging
 import threading
 from typing import Any
 
-from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION
+from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION, faults
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cluster.client import ClientSettings, KubeClient
+from coscheduling.cluster.fencing import BindingClient
 from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector
@@ -41,7 +42,9 @@ class SchedulerService:
             kubeconfig=kubeconfig or conn.kubeconfig, qps=conn.qps, burst=conn.burst,
             connection_pool=max(8, config.binding_parallelism * 2), token=token,
         )
-        self.client = KubeClient(settings)
+        fault = faults.from_environment()
+        fenced = config.leader_election.leader_elect
+        self.client = BindingClient(settings) if fault or fenced else KubeClient(settings)
         # Events and conditions get their own client, and so their own rate limit.
         self.report_client = KubeClient(
             ClientSettings(settings.kubeconfig, qps=50, burst=100, token=token),
@@ -84,6 +87,12 @@ class SchedulerService:
                                          on_started_leading=self._started_leading,
                                          on_stopped_leading=self._stopped_leading)
             s.may_bind = self.elector.holds_lease
+        if isinstance(self.client, BindingClient):
+            self.client.fault = fault
+            self.client.group_of = lambda namespace, name: (
+                pod.group_key if (pod := s.cache.pod(f"{namespace}/{name}")) else "")
+            if self.elector is not None:  # the API server checks it against the Lease
+                self.client.leader = self.elector.identity
         self.stopped = threading.Event()
 
     def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:

@@ -1,0 +1,75 @@
+"""Deterministic fault injection, for the crash and fencing tests: one point, named by the
+environment variable COSCHEDULING_FAULT, read once when the scheduler starts.
+
+  after-bind:K        the process dies (os._exit, as kill -9 would leave it) right after the
+                      K-th successful bind of one gang: a release cut off part-way, on purpose.
+  stop-before-bind:K  the process stops itself (SIGSTOP) right before its K-th bind request,
+                      after every check of its own: a paused leader, resumed by the test.
+
+Without the variable nothing is wrapped: the bind path costs nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+ENV = "COSCHEDULING_FAULT"
+POINTS = ("after-bind", "stop-before-bind")
+EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
+
+
+@dataclass
+class Fault:
+    point: str
+    count: int
+    _binds: int = 0
+    _gang_binds: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def parse(cls, value: str) -> Fault:
+        point, _, count = value.partition(":")
+        if point not in POINTS or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"{ENV}={value!r}: give one of {', '.join(POINTS)} with a count "
+                             "of at least 1, e.g. after-bind:2")
+        return cls(point, int(count))
+
+    def before_bind(self) -> None:
+        if self.point != "stop-before-bind":
+            return
+        with self._lock:
+            self._binds += 1
+            fire = self._binds == self.count
+        if fire:
+            print(f"coscheduling: fault {self.point}:{self.count}: stopping", file=sys.stderr,
+                  flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    def after_bind(self, group_key: str) -> None:
+        if self.point != "after-bind" or not group_key:
+            return
+        with self._lock:
+            self._gang_binds[group_key] += 1
+            fire = self._gang_binds[group_key] == self.count
+        if fire:
+            print(f"coscheduling: fault {self.point}:{self.count}: exiting after bind "
+                  f"{self.count} of gang {group_key}", file=sys.stderr, flush=True)
+            os._exit(EXIT_CODE)
+
+
+def from_environment() -> Fault | None:
+    """The fault COSCHEDULING_FAULT names, if any (ValueError naming it when malformed)."""
+    value = os.environ.get(ENV, "")
+    if not value:
+        return None
+    fault = Fault.parse(value)
+    log.warning("fault injection on: %s=%s", ENV, value)
+    return fault

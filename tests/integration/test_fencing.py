@@ -1,0 +1,170 @@
+"""Leader fencing (issue 13): a leader paused past its lease binds nothing once a new leader
+has taken over and bound, because the API server checks every Binding against the Lease
+(deploy/40-fencing.yaml). Without the policy the same scenario shows the hazard."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.cluster.fencing import LEADER_ANNOTATION
+from coscheduling.localcluster import LocalCluster
+from tests.integration.fixtures import REPO, kubectl
+from tests.integration.kube import (
+    PG_API,
+    bound_count,
+    create_pod,
+    create_podgroup,
+    list_pods,
+    pod_body,
+    wait_until,
+)
+
+POLICY = "coscheduling-leader-fencing"
+VAP_API = "/apis/admissionregistration.k8s.io/v1"
+
+
+def _policy_document() -> dict[str, Any]:
+    docs = list(yaml.safe_load_all((REPO / "deploy" / "40-fencing.yaml").read_text()))
+    return next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+
+
+@pytest.fixture
+def fencing(local_cluster: LocalCluster, kube: KubeClient, namespace: str,
+            tmp_path: Path) -> Iterator[str]:
+    """The shipped policy, bound for this test's namespace to this test's Lease (the shipped
+    binding names the production Lease); yields the Lease name."""
+    lease = f"fence-{uuid.uuid4().hex[:6]}"
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(_policy_document()))
+    kubectl(local_cluster, "apply", "-f", str(policy))
+    binding = f"{POLICY}-{namespace}"
+    kube.create(f"{VAP_API}/validatingadmissionpolicybindings", {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": binding},
+        "spec": {"policyName": POLICY, "validationActions": ["Deny"],
+                 "paramRef": {"namespace": namespace, "name": lease,
+                              "parameterNotFoundAction": "Deny"},
+                 "matchResources": {"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": namespace}}}}})
+    try:
+        create_pod(kube, namespace, pod_body("probe", scheduler="nobody"))
+        wait_until(lambda: _refused(kube, namespace, "probe", "somebody"), timeout=60,
+                   what="the fencing policy in force")
+        yield lease
+    finally:
+        kube.delete(f"{VAP_API}/validatingadmissionpolicybindings/{binding}")
+
+
+def _refused(kube: KubeClient, namespace: str, pod: str, sender: str) -> bool:
+    """Whether a dry-run Binding of ``pod`` sent as ``sender`` is refused."""
+    try:
+        kube.request("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/binding",
+                     query={"dryRun": "All"},
+                     body={"apiVersion": "v1", "kind": "Binding",
+                           "metadata": {"name": pod, "annotations": {LEADER_ANNOTATION: sender}},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": "x"}})
+    except ApiError as err:
+        return err.status in (403, 422) and POLICY in str(err.body.get("message", err))
+    return False
+
+
+def _replica(kubeconfig: Path, config: Path, log: Path,
+             fault: str = "") -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "coscheduling", "run", "--kubeconfig", str(kubeconfig),
+         "--config", str(config), "--no-grpc"],
+        stdout=log.open("w"), stderr=subprocess.STDOUT,
+        env={**os.environ, "COSCHEDULING_FAULT": fault})
+
+
+def _stopped(process: subprocess.Popen[bytes]) -> bool:
+    stat = Path(f"/proc/{process.pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def _holder(kube: KubeClient, path: str) -> str:
+    try:
+        return str(kube.get(path).get("spec", {}).get("holderIdentity") or "")
+    except ApiError:
+        return ""
+
+
+def _bound_by(kube: KubeClient, namespace: str) -> dict[str, str]:
+    return {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(
+        LEADER_ANNOTATION, "") for p in list_pods(kube, namespace) if p["spec"].get("nodeName")}
+
+
+def _run(local_cluster: LocalCluster, kube: KubeClient, namespace: str, lease: str,
+         make_node: Any, tmp_path: Path) -> tuple[dict[str, str], str, str]:
+    """Leader A stops itself right before its first bind (COSCHEDULING_FAULT); B takes over
+    and binds gang "h"; A is resumed. Returns who bound what, A's and B's identities."""
+    name = f"fence-{uuid.uuid4().hex[:6]}"
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{lease}"
+    make_node(f"{name}-n", cpu="8")
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    replicas: list[subprocess.Popen[bytes]] = []
+    try:
+        for index, fault in enumerate(("stop-before-bind:1", "")):
+            config = tmp_path / f"config-{index}.yaml"
+            config.write_text(yaml.safe_dump({
+                "apiVersion": "config.batch.scheduler.tencent.com/v1",
+                "kind": "SchedulerConfiguration", "schedulerName": name,
+                "metricsBindAddress": "127.0.0.1:0", "bindingParallelism": 1,
+                "leaderElection": {"leaderElect": True, "resourceNamespace": namespace,
+                                   "resourceName": lease, "leaseDuration": "4s",
+                                   "renewDeadline": "3s", "retryPeriod": "500ms"}}))
+            replicas.append(_replica(local_cluster.kubeconfig, config, logs[index], fault))
+            if index == 0:
+                a = wait_until(lambda: _holder(kube, lease_path), what="A leading")
+        wait_until(lambda: "caches synced" in logs[1].read_text(), what="B synced")
+        create_podgroup(kube, namespace, "g", 2)
+        for i in range(2):
+            create_pod(kube, namespace, pod_body(f"g-{i}", scheduler=name, group="g"))
+        wait_until(lambda: _stopped(replicas[0]), what="A stopped right before its bind")
+        # B must not finish "g" itself: with minMember 3 it waits for a third member.
+        kube.patch(f"/apis/{PG_API}/namespaces/{namespace}/podgroups/g",
+                   {"spec": {"minMember": 3}})
+        b = wait_until(lambda: (h := _holder(kube, lease_path)) != a and h, timeout=60,
+                       what="B taking the lease over")
+        create_podgroup(kube, namespace, "h", 2)
+        for i in range(2):
+            create_pod(kube, namespace, pod_body(f"h-{i}", scheduler=name, group="h"))
+        wait_until(lambda: bound_count(kube, namespace, "h") == 2, what="B binding h")
+        replicas[0].send_signal(signal.SIGCONT)
+        assert replicas[0].wait(timeout=60) == 1, logs[0].read_text()  # lost its lease: exits
+        return _bound_by(kube, namespace), a, b
+    finally:
+        for replica in replicas:
+            replica.kill()
+            replica.wait(10)
+
+
+def test_a_leader_paused_past_its_lease_binds_nothing_after_the_new_leader(
+        local_cluster: LocalCluster, kube: KubeClient, crd: None, namespace: str,
+        make_node: Any, tmp_path: Path, fencing: str) -> None:
+    bound, a, b = _run(local_cluster, kube, namespace, fencing, make_node, tmp_path)
+    assert bound == {"h-0": b, "h-1": b}, (bound, a, b)
+    assert "fenced: this scheduler replica does not hold the leader Lease" in \
+        (tmp_path / "a.log").read_text()
+
+
+def test_without_the_policy_the_paused_leader_binds_late(
+        local_cluster: LocalCluster, kube: KubeClient, crd: None, namespace: str,
+        make_node: Any, tmp_path: Path) -> None:
+    """The control: the scenario above does reach the API server with a deposed leader's
+    Binding, so the test above can fail (it would without the policy)."""
+    lease = f"nofence-{uuid.uuid4().hex[:6]}"
+    bound, a, b = _run(local_cluster, kube, namespace, lease, make_node, tmp_path)
+    assert bound.get("h-0") == bound.get("h-1") == b
+    assert a in bound.values(), (bound, a, b)
