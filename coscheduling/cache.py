@@ -24,6 +24,7 @@ import threading
 from collections.abc import Iterator
 
 from coscheduling.api.nodes import Node
+from coscheduling.api.podaffinity import AffinityIndex
 from coscheduling.api.pods import Pod
 from coscheduling.api.quantity import add_into
 
@@ -36,6 +37,8 @@ class NodeInfo:
     """A node with the requests of the pods, assumed pods and claims that sit on it."""
 
     __slots__ = (
+        "affinity_index",
+        "affinity_pods",
         "claimed",
         "claims",
         "name",
@@ -47,7 +50,8 @@ class NodeInfo:
         "requested",
     )
 
-    def __init__(self, name: str, node: Node | None = None) -> None:
+    def __init__(self, name: str, node: Node | None = None,
+                 affinity_index: AffinityIndex | None = None) -> None:
         self.name = name
         self.node = node
         self.pods: dict[str, Pod] = {}
@@ -57,6 +61,18 @@ class NodeInfo:
         self.claims: dict[str, Pod] = {}
         self.claimed: dict[str, int] = {}
         self.ports: dict[tuple[str, str, int], int] = {}
+        # Pods and claims here that carry pod (anti-)affinity, and the cache-wide index of
+        # their affinities (shared by every node record of one cache).
+        self.affinity_pods: dict[str, Pod] = {}
+        self.affinity_index = affinity_index if affinity_index is not None else AffinityIndex()
+
+    def _track_affinity(self, pod: Pod, sign: int) -> None:
+        if pod.pod_affinity is not None:
+            if sign > 0:
+                self.affinity_pods[pod.key] = pod
+            else:
+                self.affinity_pods.pop(pod.key, None)
+            self.affinity_index.add(pod.pod_affinity, sign)
 
     def _account(self, pod: Pod, sign: int) -> None:
         add_into(self.requested, pod.requests, sign)
@@ -64,6 +80,7 @@ class NodeInfo:
         self.nonzero_memory += sign * pod.nonzero_memory
         for port in pod.host_ports:
             self.ports[port] = self.ports.get(port, 0) + sign
+        self._track_affinity(pod, sign)
 
     def add_pod(self, pod: Pod) -> None:
         if pod.key in self.pods:
@@ -80,11 +97,13 @@ class NodeInfo:
         self.remove_claim(pod.key)
         self.claims[pod.key] = pod
         add_into(self.claimed, pod.requests)
+        self._track_affinity(pod, 1)
 
     def remove_claim(self, key: str) -> None:
         pod = self.claims.pop(key, None)
         if pod is not None:
             add_into(self.claimed, pod.requests, -1)
+            self._track_affinity(pod, -1)
 
     def used(self, resource: str, excluding: str = "") -> int:
         """Requested plus claimed ``resource``, not counting ``excluding``'s own claim."""
@@ -116,6 +135,9 @@ class Cache:
         # sequence number _changes_base + i.
         self._changes: list[str] = []
         self._changes_base = 0
+        # Pod affinities of the pods on nodes, and namespace labels (for namespaceSelector).
+        self.affinity = AffinityIndex()
+        self.namespace_labels: dict[str, dict[str, str]] = {}
 
     # -- change log --------------------------------------------------------------------
     def _touch(self, name: str) -> None:
@@ -143,7 +165,7 @@ class Cache:
         with self.lock:
             info = self._nodes.get(node.name)
             if info is None:
-                info = self._nodes[node.name] = NodeInfo(node.name)
+                info = self._nodes[node.name] = NodeInfo(node.name, affinity_index=self.affinity)
             if info.node is None:
                 self._node_order.append(node.name)
             info.node = node
@@ -183,7 +205,7 @@ class Cache:
     def _node_info(self, name: str) -> NodeInfo:
         info = self._nodes.get(name)
         if info is None:
-            info = self._nodes[name] = NodeInfo(name)
+            info = self._nodes[name] = NodeInfo(name, affinity_index=self.affinity)
         return info
 
     # -- pods --------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coscheduling.api.namespaces import Namespace
 from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
@@ -123,6 +124,26 @@ class NodeEvents:
             for plugin in s.event_plugins:
                 keys += plugin.node_deleted(node.name, stranded)
         s.move_groups(keys)
+
+
+class NamespaceEvents:
+    """Namespace labels, for pod affinity terms with a ``namespaceSelector``."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, namespace: Namespace) -> None:
+        with self.s.cache.lock:
+            self.s.cache.namespace_labels[namespace.name] = namespace.labels
+
+    def on_update(self, old: Namespace, new: Namespace) -> None:
+        self.on_add(new)
+        if old.labels != new.labels:
+            self.s.capacity_freed()  # affinity terms may now match other pods
+
+    def on_delete(self, namespace: Namespace) -> None:
+        with self.s.cache.lock:
+            self.s.cache.namespace_labels.pop(namespace.name, None)
 
 
 class PodGroupEvents:

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION, faults
+from coscheduling.api.namespaces import Namespace, parse_namespace
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
@@ -17,7 +18,13 @@ from coscheduling.cluster.informer import Informer, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
-from coscheduling.eventhandlers import FinishedPodEvents, NodeEvents, PodEvents, PodGroupEvents
+from coscheduling.eventhandlers import (
+    FinishedPodEvents,
+    NamespaceEvents,
+    NodeEvents,
+    PodEvents,
+    PodGroupEvents,
+)
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.registry import default_registry
@@ -56,6 +63,9 @@ class SchedulerService:
         self.informers: list[Informer[Any]] = [
             Informer[Node](self.client, "/api/v1/nodes", parse_node, lambda n: n.name,
                            NodeEvents(s), name="nodes", watch_read_timeout=WATCH_TIMEOUT),
+            Informer[Namespace](self.client, "/api/v1/namespaces", parse_namespace,
+                                lambda n: n.name, NamespaceEvents(s), name="namespaces",
+                                watch_read_timeout=WATCH_TIMEOUT),
             Informer[PodGroup](self.client, PODGROUPS_PATH, parse_podgroup, lambda g: g.key,
                                PodGroupEvents(s), name="podgroups",
                                watch_read_timeout=WATCH_TIMEOUT),

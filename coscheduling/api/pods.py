@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coscheduling import GROUP_LABEL
+from coscheduling.api.podaffinity import (
+    PodAffinity,
+    SpreadConstraint,
+    parse_pod_affinity,
+    parse_spread_constraints,
+)
 from coscheduling.api.quantity import CPU, MEMORY, QuantityError, parse_resource_list
 from coscheduling.api.selectors import NodeSelectorTerm, Toleration, parse_affinity_terms
 from coscheduling.api.times import parse_rfc3339
@@ -45,6 +51,9 @@ class Pod:
     owner: str = ""
     gated: bool = False
     host_ports: tuple[tuple[str, str, int], ...] = ()
+    # Pod (anti-)affinity (None without any term) and topology spread constraints.
+    pod_affinity: PodAffinity | None = None
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
     parse_error: str = ""
 
     # ``namespace/name``, computed once: it is read on every hot path.
@@ -193,6 +202,11 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY)
         field = "spec.affinity"
         pod.affinity_terms = parse_affinity_terms(spec.get("affinity"))
+        pod.pod_affinity = parse_pod_affinity(spec.get("affinity"), pod.namespace,
+                                              pod.labels)
+        field = "spec.topologySpreadConstraints"
+        pod.spread_constraints = parse_spread_constraints(
+            spec.get("topologySpreadConstraints"), pod.labels)
     except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
         pod.parse_error = f"{field}: {err}"
     return pod

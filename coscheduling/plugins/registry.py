@@ -5,12 +5,16 @@ from __future__ import annotations
 from coscheduling.framework.registry import Registry
 from coscheduling.plugins import coscheduling as gang
 from coscheduling.plugins.defaultbinder import DefaultBinder
+from coscheduling.plugins.interpodaffinity import InterPodAffinity
+from coscheduling.plugins.interpodaffinity import validate_args as affinity_args
 from coscheduling.plugins.nodeaffinity import NodeAffinity
 from coscheduling.plugins.nodename import NodeName
 from coscheduling.plugins.nodeports import NodePorts
 from coscheduling.plugins.noderesources import NodeResourcesFit
 from coscheduling.plugins.noderesources import validate_args as fit_args
 from coscheduling.plugins.nodeunschedulable import NodeUnschedulable
+from coscheduling.plugins.podtopologyspread import PodTopologySpread
+from coscheduling.plugins.podtopologyspread import validate_args as spread_args
 from coscheduling.plugins.prioritysort import PrioritySort
 from coscheduling.plugins.tainttoleration import TaintToleration
 
@@ -19,6 +23,8 @@ def default_registry() -> Registry:
     registry = Registry()
     registry.register(gang.Coscheduling.name, gang.Coscheduling, gang.validate_args)
     registry.register(NodeResourcesFit.name, NodeResourcesFit, fit_args)
+    registry.register(InterPodAffinity.name, InterPodAffinity, affinity_args)
+    registry.register(PodTopologySpread.name, PodTopologySpread, spread_args)
     for plugin in (DefaultBinder, NodeAffinity, NodeName, NodePorts, NodeUnschedulable,
                    PrioritySort, TaintToleration):
         registry.register(plugin.name, plugin)
