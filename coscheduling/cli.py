@@ -70,8 +70,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         server = start_grpc_for(service, grpc_settings) if grpc_settings else None
     except (OSError, RuntimeError) as err:
-        print(f"coscheduling run: cannot serve gRPC on {args.address}: {err} "
-              "(choose another --address, or --no-grpc)", file=sys.stderr)
+        print(f"coscheduling run: cannot serve gRPC: {err} (choose another --address, or "
+              "--no-grpc)", file=sys.stderr)
         service.stop()
         return 2
     stop = threading.Event()

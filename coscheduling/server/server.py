@@ -11,6 +11,7 @@ have synced (an answer from a half-listed cache would be wrong).
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures
@@ -274,6 +275,27 @@ class PluginServer(grpc.Server):  # type: ignore[misc]  # grpc ships no type hin
                 return
 
 
+def _address_in_use(address: str) -> str:
+    """Why ``address`` cannot be listened on ("" if it can, or if this cannot tell), found
+    with a plain socket first: grpc's own failure also logs a C-level line of its own."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return ""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, int(port),
+                                   type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return ""  # grpc says what is wrong with the address
+    family, kind, proto, _, where = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc does
+        try:
+            probe.bind(where)
+        except OSError as err:
+            return err.strerror or str(err)
+    return ""
+
+
 def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
                  settings: GrpcSettings | None = None) -> PluginServer:
     """A server over ``scheduler``'s own instances, listening but not started.
@@ -282,6 +304,10 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
     """
     settings = settings or GrpcSettings()
     settings.validate()
+    busy = _address_in_use(settings.address)
+    if busy:
+        raise RuntimeError(f"cannot listen on {settings.address}: {busy} (is another server "
+                           "using the port?)")
     options: Sequence[tuple[str, int]] = [
         ("grpc.so_reuseport", 0),
         ("grpc.max_send_message_length", settings.max_message_bytes),

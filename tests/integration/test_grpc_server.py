@@ -188,7 +188,7 @@ def test_tls_and_mutual_tls_refuse_clients_without_the_right_certificate(
 
     mutual = build_server(served.scheduler, lambda: True, GrpcSettings(
         address="127.0.0.1:0", tls_cert=str(server_cert), tls_key=str(server_key),
-        client_ca=str(certs["client-ca"][0])))
+        client_ca=str(certs["client-ca"][0]), read_only_clients=("client",)))
     mutual.start()
     try:
         server_ca = certs["server-ca"][0]

@@ -1,7 +1,9 @@
-"""Security: no cross-namespace groups, the occupiedBy rule, no secrets in logs (issue 8)."""
+"""Security: no cross-namespace groups, the occupiedBy rule, no secrets in logs (issue 8);
+busy ports, abandoned gRPC reservations (issue 13)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -9,10 +11,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
+from coscheduling.server.gen import scheduling_pb2 as pb
 from tests.integration.kube import (
     PG_API,
     bound_count,
@@ -23,6 +27,7 @@ from tests.integration.kube import (
     pod_condition,
     wait_until,
 )
+from tests.integration.test_grpc import serve, wait_cached
 
 
 def test_a_pod_cannot_join_a_podgroup_in_another_namespace(
@@ -118,3 +123,64 @@ def test_no_credential_appears_in_the_logs(local_cluster: LocalCluster, kube: Ku
         for piece in (secret, secret[:24], secret[-24:]):
             assert piece not in text, "a credential leaked into the log"
     assert "BEGIN" not in text and "PRIVATE KEY" not in text
+
+
+# -- issue 13 -------------------------------------------------------------------------------
+def _listening_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+@pytest.mark.parametrize("taken", ["metrics", "grpc"])
+def test_a_busy_port_is_one_clear_line_and_exit_code_2(
+        local_cluster: LocalCluster, crd: None, tmp_path: Path, taken: str) -> None:
+    with _listening_socket() as busy:
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        config = tmp_path / "config.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "config.batch.scheduler.tencent.com/v1",
+            "kind": "SchedulerConfiguration", "schedulerName": "busy-port",
+            "metricsBindAddress": address if taken == "metrics" else "127.0.0.1:0"}))
+        result = subprocess.run(
+            [sys.executable, "-m", "coscheduling", "run", "--kubeconfig",
+             str(local_cluster.kubeconfig), "--config", str(config), "--address",
+             address if taken == "grpc" else "127.0.0.1:0"],
+            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    expected = ("cannot serve /metrics, /healthz and /readyz on" if taken == "metrics"
+                else "cannot serve gRPC: cannot listen on")
+    assert expected in lines[0] and address in lines[0], lines[0]
+
+
+def test_an_abandoned_grpc_reservation_expires_with_an_event(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: Any) -> None:
+    """A caller reserves room and goes away: after grpc.reservationTimeout the room is
+    released as Unreserve would, and the pod gets an event saying so."""
+    sched = start_scheduler(start=False)
+    served = serve(sched, namespace, reservation_timeout=1.0)
+    try:
+        sched.start(loops=False)
+        node = f"expiry-{uuid.uuid4().hex[:6]}"
+        make_node(node, cpu="2")
+        create_pod(kube, namespace, pod_body("held", scheduler=sched.name, cpu="2"))
+        wait_cached(served, pods=["held"], nodes=[node])
+        reserved = served.stub.Reserve(pb.ReserveRequest(pod=served.ref("held"),
+                                                         node_name=node))
+        assert reserved.status.code == 0
+        cache = served.scheduler.cache
+        wait_until(lambda: any("gRPC reservation" in e.get("message", "")
+                               and "expired" in e.get("message", "")
+                               for e in events_for(kube, namespace, "held")),
+                   what="an event about the expired reservation")
+        assert not cache.is_assumed(f"{namespace}/held")
+        assert not served.stub.Unreserve(pb.UnreserveRequest(
+            pod=served.ref("held"), node_name=node)).unreserved  # nothing left to release
+        info = cache.node(node)
+        assert info is not None and not info.pods
+    finally:
+        served.channel.close()
+        served.server.stop(0).wait(10)
