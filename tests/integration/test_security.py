@@ -75,6 +75,11 @@ def test_pods_of_another_owner_cannot_take_over_an_occupied_group(
     wait_until(lambda: any("is occupied by Job/owner/" in e.get("message", "")
                            for e in events_for(kube, namespace, thief)),
                what="an event saying the group is occupied")
+    # A bare pod (no controller) may not join an occupied group either (issue 13).
+    create_pod(kube, namespace, pod_body("bare", scheduler=sched.name, group="shared"))
+    wait_until(lambda: any("belongs to no controller" in e.get("message", "")
+                           for e in events_for(kube, namespace, "bare")),
+               what="an event refusing the bare pod")
     assert bound_count(kube, namespace, "shared") == 2
 
 
