@@ -141,6 +141,8 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         """Constant for a pod without pod affinity that no placed pod's terms match (its
         results are then 'passes everywhere, scores 0'); None otherwise, since they depend
         on where other pods are."""
+        if pod.pod_affinity is None and not self._cache.affinity.specs:
+            return ()  # the common case, first: no pod anywhere has pod affinity
         if pod.pod_affinity is not None or self._others_bear_on(pod, required_anti_only=False):
             return None
         return ()
@@ -149,6 +151,10 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         """Count matching pods per topology domain once, for Filter and Score on every node."""
         affinity = pod.pod_affinity
+        state.write(STATE_KEY + "Ran", True)
+        if affinity is None and not self._cache.affinity.specs:
+            state.skip_score.add(NAME)  # the common case, first: nothing to check or score
+            return SKIP
         has_required = affinity is not None and bool(affinity.required or affinity.required_anti)
         existing_anti = self._others_bear_on(pod, required_anti_only=True)
         scores = self._score_domains(pod)
@@ -156,7 +162,6 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
             state.write(STATE_KEY + "Score", _ScoreState(scores))
         else:
             state.skip_score.add(NAME)
-        state.write(STATE_KEY + "Ran", True)
         if not has_required and not existing_anti:
             return SKIP
         filter_state = _FilterState()

@@ -127,12 +127,17 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
     def sign(self, pod: Pod) -> Hashable | None:
         """Constant for a pod without constraints; None otherwise (counts depend on where
         other pods are)."""
+        if not pod.spread_constraints and not self.args.defaults:
+            return ()
         return None if self._constraints(pod)[0] else ()
 
     # -- PreFilter -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        constraints, system = self._constraints(pod)
         state.write(RAN_KEY, True)
+        if not pod.spread_constraints and not self.args.defaults:
+            state.skip_score.add(NAME)  # the common case, first: nothing to check or score
+            return SKIP
+        constraints, system = self._constraints(pod)
         soft = tuple(c for c in constraints if not c.hard)
         if soft:
             state.write(SCORE_KEY, self._score_state(pod, soft, require_all=not system))
