@@ -15,6 +15,7 @@ from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.plugins.coscheduling.plugin import REJECTION, Rejection
+from coscheduling.plugins.interpodaffinity import InterPodAffinity
 
 if TYPE_CHECKING:
     from coscheduling.scheduler import Scheduler
@@ -34,6 +35,7 @@ class PodEvents:
             s.group_changed(pod.group_key)
         if pod.node_name:
             s.cache.set_pod(pod)
+            self._wake_affinity(pod)
             return
         if not self._ours_pending(pod):
             return
@@ -63,6 +65,8 @@ class PodEvents:
             with s.cache.lock:
                 s.cache.set_pod(new)
             s.queue.delete(new.key)
+            if not old.node_name:
+                self._wake_affinity(new)
             return
         if not self._ours_pending(new):
             return
@@ -78,6 +82,15 @@ class PodEvents:
             s.queue.add(new)
             if old.gated:
                 s.move_groups([new.group_key] if new.group_key else [])
+
+    def _wake_affinity(self, placed: Pod) -> None:
+        """A pod was bound: pods whose required pod affinity it satisfies may fit now."""
+        for plugin in self.s.framework.filter_plugins:
+            if isinstance(plugin, InterPodAffinity) and plugin.waiters:
+                with self.s.cache.lock:
+                    keys = plugin.waiters_matching(placed)
+                if keys:
+                    self.s.queue.move_keys(keys)
 
     def on_delete(self, pod: Pod) -> None:
         s = self.s

@@ -377,3 +377,26 @@ def test_gang_with_required_affinity_follows_an_existing_pod() -> None:
         assert {sim.bound[f"ns/g-{i}"] for i in range(3)} == {db_node}
     finally:
         sim.close()
+
+
+@pytest.mark.parametrize(("db_labels", "follows"), [({"app": "db"}, True),
+                                                     ({"app": "cache"}, False)])
+def test_a_pod_waiting_for_its_affinity_is_retried_when_a_match_is_bound(
+        db_labels: dict[str, str], follows: bool) -> None:
+    """No cluster event frees room here: only the bound match may wake the waiting pod."""
+    sim = SimCluster()
+    try:
+        for i in range(3):
+            sim.add_node(f"n{i}")
+        follow = required("podAffinity", term(HOST, {"app": "db"}))
+        sim.pods.on_add(make_pod("fan", affinity=follow))
+        sim.run()
+        assert "ns/fan" not in sim.bound
+        sim.pods.on_add(make_pod("db", labels=db_labels))
+        sim.run()
+        assert ("ns/fan" in sim.bound) == follows
+        if follows:
+            assert sim.bound["ns/fan"] == sim.bound["ns/db"]
+        assert sim.scheduler.queue.counts()["unschedulable"] == (0 if follows else 1)
+    finally:
+        sim.close()

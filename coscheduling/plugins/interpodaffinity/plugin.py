@@ -122,6 +122,9 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         if handle is None:
             raise ValueError(f"{NAME} needs the scheduler handle (it reads the cache)")
         self.handle = handle
+        # Pods seen with required affinity terms, by key: a newly placed pod that matches
+        # them all may let them in (see waiters_matching).
+        self.waiters: dict[str, tuple[AffinityTerm, ...]] = {}
 
     @property
     def _cache(self) -> Cache:
@@ -156,6 +159,8 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
             state.skip_score.add(NAME)  # the common case, first: nothing to check or score
             return SKIP
         has_required = affinity is not None and bool(affinity.required or affinity.required_anti)
+        if affinity is not None and affinity.required:
+            self.waiters[pod.key] = affinity.required
         existing_anti = self._others_bear_on(pod, required_anti_only=True)
         scores = self._score_domains(pod)
         if scores:
@@ -242,6 +247,23 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
                     if term.matches(pod.namespace, pod.labels, own_labels):
                         _add(domains, labels, term.topology_key, -term.weight)
         return {pair: weight for pair, weight in domains.items() if weight}
+
+    def waiters_matching(self, placed: Pod) -> list[str]:
+        """Pending pods whose required affinity ``placed`` (just bound) matches, so they can
+        be retried now rather than after the unschedulable timeout; forgets pods that are
+        no longer pending. Under the cache lock."""
+        if not self.waiters:
+            return []
+        cache = self._cache
+        ns_labels = self._namespace_labels(placed.namespace)
+        woken = []
+        for key, terms in list(self.waiters.items()):
+            current = cache.pod(key)
+            if current is None or current.node_name or current.deleting:
+                del self.waiters[key]
+            elif key != placed.key and _matches_all(terms, placed, ns_labels):
+                woken.append(key)
+        return woken
 
     # -- Filter ----------------------------------------------------------------------------
     def _prepared(self, state: CycleState, pod: Pod) -> _FilterState | None:
