@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from coscheduling import GROUP_LABEL
+from coscheduling.api.namespaces import parse_namespace
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.config import parse_config
+from coscheduling.eventhandlers import NamespaceEvents
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.status import Code
 from coscheduling.plugins.interpodaffinity import NAME, InterPodAffinity
@@ -400,3 +402,25 @@ def test_a_pod_waiting_for_its_affinity_is_retried_when_a_match_is_bound(
         assert sim.scheduler.queue.counts()["unschedulable"] == (0 if follows else 1)
     finally:
         sim.close()
+
+
+def test_default_profile_runs_both_plugins_with_upstream_weights() -> None:
+    config = parse_config(None, default_registry())
+    for name in ("InterPodAffinity", "PodTopologySpread"):
+        assert name in config.plugins.pre_filter and name in config.plugins.filter
+        assert config.plugins.score[name] == 2
+
+
+def test_namespace_labels_come_from_namespace_events(sched: Scheduler) -> None:
+    """namespaceSelector terms follow the namespace watch: labels added, changed, removed."""
+    events = NamespaceEvents(sched)
+    place(sched, [(make_pod("web", labels={"app": "web"}, namespace="other"), "n1")])
+    pod = make_pod("incoming", affinity=required("podAntiAffinity", term(
+        HOST, {"app": "web"}, namespaceSelector={"matchLabels": {"team": "x"}})))
+    events.on_add(parse_namespace({"metadata": {"name": "other", "labels": {"team": "y"}}}))
+    assert run_filter(sched, pod)["n1"] == ""
+    events.on_update(parse_namespace({"metadata": {"name": "other", "labels": {"team": "y"}}}),
+                     parse_namespace({"metadata": {"name": "other", "labels": {"team": "x"}}}))
+    assert run_filter(sched, pod)["n1"] == ANTI
+    events.on_delete(parse_namespace({"metadata": {"name": "other"}}))
+    assert run_filter(sched, pod)["n1"] == ""
