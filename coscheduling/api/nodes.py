@@ -18,6 +18,8 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    # Image name -> size in bytes, from status.images (every name an image is listed under).
+    images: dict[str, int] = field(default_factory=dict)
     parse_error: str = ""
 
     @property
@@ -44,7 +46,23 @@ def parse_node(obj: dict[str, Any]) -> Node:
         )
     except QuantityError as err:
         node.parse_error = f"status.allocatable: {err}"
+    node.images = _images(status.get("images"))
     return node
+
+
+def _images(listed: object) -> dict[str, int]:
+    """Image name -> size; malformed entries are skipped (images only steer scoring)."""
+    images: dict[str, int] = {}
+    for image in listed if isinstance(listed, list) else ():
+        if not isinstance(image, dict):
+            continue
+        size = image.get("sizeBytes") or 0
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            continue
+        for name in image.get("names") or ():
+            if isinstance(name, str) and name:
+                images[name] = size
+    return images
 
 
 def node_changes_could_help(old: Node, new: Node) -> bool:

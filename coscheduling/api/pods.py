@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,12 @@ from coscheduling.api.podaffinity import (
     parse_spread_constraints,
 )
 from coscheduling.api.quantity import CPU, MEMORY, QuantityError, parse_resource_list
-from coscheduling.api.selectors import NodeSelectorTerm, Toleration, parse_affinity_terms
+from coscheduling.api.selectors import (
+    NodeSelectorTerm,
+    Toleration,
+    parse_affinity_terms,
+    parse_preferred_terms,
+)
 from coscheduling.api.times import parse_rfc3339
 
 # Requests assumed for scoring when a container asks for nothing, as kube-scheduler does,
@@ -22,6 +28,16 @@ DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+# Volume sources that decide where a pod may run in kube-scheduler (claims to bind, zones,
+# conflicts between pods on one node, attach limits): see ``Pod.placement_volumes``.
+PLACEMENT_VOLUME_SOURCES = (
+    "persistentVolumeClaim", "ephemeral", "awsElasticBlockStore", "azureDisk", "azureFile",
+    "cinder", "gcePersistentDisk", "iscsi", "portworxVolume", "rbd", "vsphereVolume",
+)
+# Spec fields that change where or how a pod is placed and that only their own plugins
+# read: pod-level resources, and the core API's own workload grouping (two API versions).
+PLACEMENT_FIELDS = ("resources", "workloadRef", "schedulingGroup")
 
 
 @dataclass(slots=True, eq=False)
@@ -51,6 +67,16 @@ class Pod:
     owner: str = ""
     gated: bool = False
     host_ports: tuple[tuple[str, str, int], ...] = ()
+    # (weight, term) of preferred node affinity.
+    preferred_terms: tuple[tuple[int, NodeSelectorTerm], ...] = ()
+    # Images of init containers, containers and image volumes, named as nodes report them.
+    images: tuple[str, ...] = ()
+    # (index in spec.volumes, source field, claim name or "") for PLACEMENT_VOLUME_SOURCES.
+    placement_volumes: tuple[tuple[int, str, str], ...] = ()
+    # Names of spec.resourceClaims (dynamic resource allocation).
+    resource_claims: tuple[str, ...] = ()
+    # The PLACEMENT_FIELDS the spec sets, as "spec.<field>".
+    placement_fields: tuple[str, ...] = ()
     # Pod (anti-)affinity (None without any term) and topology spread constraints.
     pod_affinity: PodAffinity | None = None
     spread_constraints: tuple[SpreadConstraint, ...] = ()
@@ -144,6 +170,34 @@ def _host_ports(spec: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
     return tuple(ports)
 
 
+def normalized_image(name: str) -> str:
+    """An image as nodes list it: kube-scheduler adds ``:latest`` when no tag is given."""
+    return name + ":latest" if name.rfind(":") <= name.rfind("/") else name
+
+
+def _images(spec: dict[str, Any]) -> tuple[str, ...]:
+    names = [c.get("image") for key in ("initContainers", "containers")
+             for c in spec.get(key) or ()]
+    names += [_mapping(v.get("image")).get("reference") for v in spec.get("volumes") or ()]
+    # Interned: the pods of one template share the strings.
+    return tuple(sys.intern(normalized_image(str(n))) for n in names if n)
+
+
+def _placement_volumes(pod_name: str, spec: dict[str, Any]) -> tuple[tuple[int, str, str], ...]:
+    found = []
+    for index, volume in enumerate(spec.get("volumes") or ()):
+        for source in PLACEMENT_VOLUME_SOURCES:
+            if volume.get(source) is None:
+                continue
+            claim = ""
+            if source == "persistentVolumeClaim":
+                claim = str(volume[source].get("claimName") or "")
+            elif source == "ephemeral":  # the claim the ephemeral controller creates
+                claim = f"{pod_name}-{volume.get('name', '')}"
+            found.append((index, source, claim))
+    return tuple(found)
+
+
 def _controller(meta: dict[str, Any]) -> str:
     for ref in meta.get("ownerReferences") or ():
         if ref.get("controller"):
@@ -202,11 +256,21 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY)
         field = "spec.affinity"
         pod.affinity_terms = parse_affinity_terms(spec.get("affinity"))
+        pod.preferred_terms = parse_preferred_terms(spec.get("affinity"))
         pod.pod_affinity = parse_pod_affinity(spec.get("affinity"), pod.namespace,
                                               pod.labels)
         field = "spec.topologySpreadConstraints"
         pod.spread_constraints = parse_spread_constraints(
             spec.get("topologySpreadConstraints"), pod.labels)
+        field = "spec.containers[].image"
+        pod.images = _images(spec)
+        field = "spec.volumes"
+        pod.placement_volumes = _placement_volumes(pod.name, spec)
+        field = "spec.resourceClaims"
+        pod.resource_claims = tuple(str(_mapping(c).get("name") or "")
+                                    for c in spec.get("resourceClaims") or ())
+        pod.placement_fields = tuple(f"spec.{name}" for name in PLACEMENT_FIELDS
+                                     if spec.get(name))
     except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
         pod.parse_error = f"{field}: {err}"
     return pod

@@ -70,21 +70,40 @@ class NodeSelectorTerm:
         return all(req.matches({"metadata.name": node_name}) for req in self.fields)
 
 
+def _term(raw: dict[str, Any]) -> NodeSelectorTerm:
+    return NodeSelectorTerm(
+        tuple(Requirement.parse(r) for r in raw.get("matchExpressions") or ()),
+        tuple(Requirement.parse(r) for r in raw.get("matchFields") or ()),
+    )
+
+
 def parse_affinity_terms(affinity: object) -> tuple[NodeSelectorTerm, ...]:
     """The required node affinity terms of a pod spec's ``affinity``."""
     if not isinstance(affinity, dict):
         return ()
     node_affinity = affinity.get("nodeAffinity") or {}
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms = []
-    for term in required.get("nodeSelectorTerms") or ():
-        terms.append(
-            NodeSelectorTerm(
-                tuple(Requirement.parse(r) for r in term.get("matchExpressions") or ()),
-                tuple(Requirement.parse(r) for r in term.get("matchFields") or ()),
-            )
-        )
-    return tuple(terms)
+    return tuple(_term(term) for term in required.get("nodeSelectorTerms") or ())
+
+
+def parse_preferred_terms(affinity: object) -> tuple[tuple[int, NodeSelectorTerm], ...]:
+    """(weight, term) of the preferred node affinity terms that can score.
+
+    As in the core API's scoring, a term of weight 0 or with no requirement at all is left
+    out: it would add nothing (an empty term matches no node).
+    """
+    if not isinstance(affinity, dict):
+        return ()
+    node_affinity = affinity.get("nodeAffinity") or {}
+    preferred = []
+    for entry in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ():
+        weight = entry.get("weight") or 0
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise ValueError(f"preferred term weight must be an integer, got {weight!r}")
+        term = _term(entry.get("preference") or {})
+        if weight and (term.expressions or term.fields):
+            preferred.append((weight, term))
+    return tuple(preferred)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,14 +38,17 @@ from coscheduling.httpendpoint import parse_address
 
 DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
     "queueSort": [("Coscheduling", 0)],
-    "preFilter": [("Coscheduling", 0), ("NodeAffinity", 0), ("NodePorts", 0),
-                  ("NodeResourcesFit", 0), ("PodTopologySpread", 0), ("InterPodAffinity", 0)],
+    "preFilter": [("UnsupportedFields", 0), ("Coscheduling", 0), ("NodeAffinity", 0),
+                  ("NodePorts", 0), ("NodeResourcesFit", 0), ("PodTopologySpread", 0),
+                  ("InterPodAffinity", 0)],
     "filter": [("NodeUnschedulable", 0), ("NodeName", 0), ("TaintToleration", 0),
                ("NodeAffinity", 0), ("NodePorts", 0), ("NodeResourcesFit", 0),
                ("PodTopologySpread", 0), ("InterPodAffinity", 0)],
     "postFilter": [("Coscheduling", 0)],
-    "score": [("NodeResourcesFit", 1), ("TaintToleration", 3), ("InterPodAffinity", 2),
-              ("PodTopologySpread", 2)],
+    # kube-scheduler's default weights.
+    "score": [("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
+              ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
+              ("InterPodAffinity", 2), ("PodTopologySpread", 2)],
     "reserve": [("Coscheduling", 0)],
     "permit": [("Coscheduling", 0)],
     "bind": [("DefaultBinder", 0)],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from coscheduling.framework.registry import Registry
 from coscheduling.plugins import coscheduling as gang
 from coscheduling.plugins.defaultbinder import DefaultBinder
+from coscheduling.plugins.imagelocality import ImageLocality
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
 from coscheduling.plugins.interpodaffinity import validate_args as affinity_args
 from coscheduling.plugins.nodeaffinity import NodeAffinity
@@ -12,19 +13,26 @@ from coscheduling.plugins.nodename import NodeName
 from coscheduling.plugins.nodeports import NodePorts
 from coscheduling.plugins.noderesources import NodeResourcesFit
 from coscheduling.plugins.noderesources import validate_args as fit_args
+from coscheduling.plugins.noderesources.balanced import NodeResourcesBalancedAllocation
+from coscheduling.plugins.noderesources.balanced import validate_args as balanced_args
 from coscheduling.plugins.nodeunschedulable import NodeUnschedulable
 from coscheduling.plugins.podtopologyspread import PodTopologySpread
 from coscheduling.plugins.podtopologyspread import validate_args as spread_args
 from coscheduling.plugins.prioritysort import PrioritySort
 from coscheduling.plugins.tainttoleration import TaintToleration
+from coscheduling.plugins.unsupported import UnsupportedFields
 
 
 def default_registry() -> Registry:
     registry = Registry()
     registry.register(gang.Coscheduling.name, gang.Coscheduling, gang.validate_args)
     registry.register(NodeResourcesFit.name, NodeResourcesFit, fit_args)
+    registry.register(NodeResourcesBalancedAllocation.name, NodeResourcesBalancedAllocation,
+                      balanced_args)
+    registry.register(ImageLocality.name, ImageLocality)
     registry.register(InterPodAffinity.name, InterPodAffinity, affinity_args)
     registry.register(PodTopologySpread.name, PodTopologySpread, spread_args)
+    registry.register(UnsupportedFields.name, UnsupportedFields)
     for plugin in (DefaultBinder, NodeAffinity, NodeName, NodePorts, NodeUnschedulable,
                    PrioritySort, TaintToleration):
         registry.register(plugin.name, plugin)

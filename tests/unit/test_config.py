@@ -27,7 +27,11 @@ def test_defaults() -> None:
     assert config.scheduler_name == "batch-scheduler"
     assert config.plugins.queue_sort == "Coscheduling"
     assert "Coscheduling" in config.plugins.permit
-    assert config.plugins.score == {"NodeResourcesFit": 1, "TaintToleration": 3}
+    # kube-scheduler's default weights, for the plugins this scheduler has.
+    assert {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
+            "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}.items() \
+        <= config.plugins.score.items()
+    assert config.plugins.pre_filter[0] == "UnsupportedFields"
     assert config.plugin_args["Coscheduling"] == {"defaultMaxScheduleSeconds": 60.0,
                                                   "freezeSeconds": 20.0}
     assert config.leader_election.lease_duration == 15

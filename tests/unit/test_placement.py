@@ -56,16 +56,25 @@ TEMPLATES: list[dict[str, Any]] = [
         {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
          "whenUnsatisfiable": "ScheduleAnyway",
          "labelSelector": {"matchLabels": {"app": "web"}}}]},
+    # Preferred node affinity, images some nodes hold, uneven cpu / memory (balance).
+    {"requests": {"cpu": "1", "memory": "6Gi"}, "images": ["big:1", "side"],
+     "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+         {"weight": 7, "preference": {"matchExpressions": [
+             {"key": "zone", "operator": "In", "values": ["a"]}]}}]}}},
 ]
+
+IMAGES = [{"names": ["big:1"], "sizeBytes": 700 * 1024 * 1024},
+          {"names": ["side:latest"], "sizeBytes": 90 * 1024 * 1024}]
 
 NODE_SHAPES: list[dict[str, Any]] = [
     {"cpu": "2", "taints": []},
-    {"cpu": "4", "taints": [{"key": "soft", "effect": "PreferNoSchedule"}], "zone": "a"},
+    {"cpu": "4", "taints": [{"key": "soft", "effect": "PreferNoSchedule"}], "zone": "a",
+     "images": IMAGES},
     {"cpu": "8", "taints": [{"key": "hard", "effect": "NoSchedule"}], "zone": "b"},
     {"cpu": "8", "taints": [{"key": "soft", "effect": "PreferNoSchedule"},
                             {"key": "other", "effect": "PreferNoSchedule"}]},
     {"cpu": "6", "taints": [], "zone": "a", "unschedulable": True},
-    {"cpu": "3", "taints": [], "pods": "2"},
+    {"cpu": "3", "taints": [], "pods": "2", "images": IMAGES[:1]},
 ]
 
 
@@ -76,7 +85,8 @@ def node_doc(name: str, shape: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name, "uid": name, "resourceVersion": "1", "labels": labels},
         "spec": {"taints": shape["taints"], "unschedulable": shape.get("unschedulable", False)},
         "status": {"allocatable": {"cpu": shape["cpu"], "memory": "8Gi",
-                                   "pods": shape.get("pods", "110")}},
+                                   "pods": shape.get("pods", "110")},
+                   "images": shape.get("images", [])},
     }
 
 
@@ -85,11 +95,14 @@ def pod_from(template: int, name: str) -> Pod:
     container: dict[str, Any] = {"name": "c", "resources": {"requests": t["requests"]}}
     if "ports" in t:
         container["ports"] = t["ports"]
+    images = t.get("images", ["app:1"])
+    containers = [container | {"image": images[0]}] + [
+        {"name": f"c{i}", "image": image} for i, image in enumerate(images[1:])]
     return parse_pod({
         "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
                      "labels": t.get("labels", {}),
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"schedulerName": "batch-scheduler", "containers": [container],
+        "spec": {"schedulerName": "batch-scheduler", "containers": containers,
                  "tolerations": t.get("tolerations", []),
                  "nodeSelector": t.get("nodeSelector", {}),
                  "affinity": t.get("affinity"),

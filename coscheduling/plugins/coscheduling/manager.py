@@ -111,13 +111,16 @@ class GangManager:
         return self.args.default_max_schedule_seconds
 
     def counts(self, group_key: str, exclude: str = "") -> GangCounts:
-        """Members placed (bound or released for binding), waiting, claimed and still pending."""
+        """Members placed (bound or released for binding), waiting, claimed and still pending.
+
+        A member with scheduling gates is not a member yet: it counts nowhere (not toward
+        minMember, status or admission) until its gates are removed."""
         cache = self.handle.cache
         waiting = self.handle.waiting_pods
         placed = held = claimed = members = 0
         pending: list[Pod] = []
         for member in cache.group_pods(group_key):
-            if member.deleting or member.key == exclude:
+            if member.deleting or member.key == exclude or (member.gated and not member.node_name):
                 continue
             members += 1
             if member.node_name:

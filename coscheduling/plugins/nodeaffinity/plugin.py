@@ -1,7 +1,8 @@
-"""NodeAffinity: ``spec.nodeSelector`` and ``requiredDuringSchedulingIgnoredDuringExecution``.
+"""NodeAffinity: ``spec.nodeSelector`` and required node affinity filter, preferred scores.
 
-Both must hold: every nodeSelector label equal, and at least one required term matching
-(a term ANDs its requirements). Preferred affinity is not scored.
+Filter: every nodeSelector label equal, and at least one required term matching (a term
+ANDs its requirements). Score: the sum of the weights of the preferred terms a node matches,
+rescaled so the best node scores 100 (kube-scheduler's default normalization).
 """
 
 from __future__ import annotations
@@ -9,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
+from coscheduling.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    PreFilterPlugin,
+    ScorePlugin,
+)
 from coscheduling.framework.status import SKIP, SUCCESS, Status
 
 if TYPE_CHECKING:
@@ -38,20 +44,46 @@ def matches(pod: Pod, labels: Mapping[str, str], node_name: str) -> bool:
     return False
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin):
+def preferred_weight(pod: Pod, labels: Mapping[str, str], node_name: str) -> int:
+    """The sum of the weights of the pod's preferred terms that the node matches."""
+    total = 0
+    for weight, term in pod.preferred_terms:
+        if term.matches(labels, node_name):
+            total += weight
+    return total
+
+
+def scale_to_best(scores: dict[str, int], *, reverse: bool = False) -> None:
+    """kube-scheduler's default normalization, in place: ``score * 100 // best``, reversed
+    (``100 - that``) if asked; when every score is 0 they stay 0 (100 when reversed)."""
+    best = max(scores.values(), default=0)
+    if best <= 0:
+        if reverse:
+            for name in scores:
+                scores[name] = MAX_NODE_SCORE
+        return
+    for name, value in scores.items():
+        scaled = MAX_NODE_SCORE * value // best
+        scores[name] = MAX_NODE_SCORE - scaled if reverse else scaled
+
+
+class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None):
         """No args; the parameters exist so every plugin builds the same way."""
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        """Skip Filter for the common pod that constrains nothing."""
+        """Skip Filter for the common pod that constrains nothing, Score for the pod that
+        prefers nothing (its scores would all be 0)."""
+        if not pod.preferred_terms:
+            state.skip_score.add(NAME)
         if not pod.node_selector and not pod.affinity_terms:
             return SKIP
         return SUCCESS
 
     def sign(self, pod: Pod) -> Hashable:
-        return tuple(sorted(pod.node_selector.items())), pod.affinity_terms
+        return tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.preferred_terms
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         info = node.node
@@ -60,3 +92,12 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin):
         if matches(pod, info.labels, node.name):
             return SUCCESS
         return _REJECTED
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        info = node.node
+        if info is None or not pod.preferred_terms:
+            return 0
+        return preferred_weight(pod, info.labels, node.name)
+
+    def normalize_scores(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> None:
+        scale_to_best(scores)

@@ -1,0 +1,75 @@
+"""UnsupportedFields: a pod whose spec asks for placement this scheduler does not implement
+is refused at PreFilter, never placed as if the field were not there.
+
+The pod becomes Unschedulable (unresolvable: only a new pod can change these fields) with
+a message that names the field, which the scheduler writes to the pod's PodScheduled
+condition and a FailedScheduling event. Refused:
+
+* ``spec.volumes[i]`` with a claim (``persistentVolumeClaim``, generic ``ephemeral``) or an
+  in-tree disk (``gcePersistentDisk``, ``rbd``, ...): volume binding, volume zones, volume
+  conflicts and attach limits are not implemented;
+* ``spec.resourceClaims``: dynamic resource allocation is not implemented;
+* ``spec.resources`` (pod-level resources): requests are counted per container only;
+* ``spec.workloadRef`` / ``spec.schedulingGroup``: the core API's own gang policy is not
+  implemented (use a PodGroup and its label);
+* a spec this scheduler could not read (``Pod.parse_error``): its constraints are unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from coscheduling.framework.interfaces import PreFilterPlugin
+from coscheduling.framework.status import SUCCESS, Status
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.framework.interfaces import Handle
+
+NAME = "UnsupportedFields"
+NOT_PLACED = "the pod is not placed"
+
+_VOLUME_WHY = {
+    "persistentVolumeClaim": "volume binding",
+    "ephemeral": "volume binding of generic ephemeral volumes",
+}
+_FIELD_WHY = {
+    "spec.resources": "pod-level resources are",
+    "spec.workloadRef": "the Workload API's gang scheduling is",
+    "spec.schedulingGroup": "the Workload API's gang scheduling is",
+}
+
+
+def refusal(pod: Pod) -> str:
+    """Why ``pod`` cannot be placed by this scheduler, or "" if nothing stands in the way."""
+    if pod.parse_error:
+        return f"{pod.parse_error}; the pod spec cannot be read, so {NOT_PLACED}"
+    for index, source, claim in pod.placement_volumes:
+        what = _VOLUME_WHY.get(source, f"the {source} volume type (conflicts, attach limits)")
+        named = f" (claim {claim!r})" if claim else ""
+        return (f"spec.volumes[{index}].{source}{named}: {what} is not implemented by this "
+                f"scheduler; {NOT_PLACED}")
+    if pod.resource_claims:
+        return (f"spec.resourceClaims ({', '.join(repr(c) for c in pod.resource_claims)}): "
+                f"dynamic resource allocation is not implemented by this scheduler; "
+                f"{NOT_PLACED}")
+    for path in pod.placement_fields:
+        what = _FIELD_WHY.get(path, "this field is")
+        extra = "; use a PodGroup" if "gang" in what else ""
+        return f"{path}: {what} not implemented by this scheduler{extra}; {NOT_PLACED}"
+    return ""
+
+
+class UnsupportedFields(PreFilterPlugin):
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None):
+        """No args; the parameters exist so every plugin builds the same way."""
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        if not (pod.parse_error or pod.placement_volumes or pod.resource_claims
+                or pod.placement_fields):
+            return SUCCESS
+        return Status.unresolvable(refusal(pod), plugin=NAME)

@@ -1,0 +1,110 @@
+"""UnsupportedFields: what this scheduler cannot honour is refused out loud, by field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.status import Code
+from coscheduling.plugins.unsupported import UnsupportedFields, refusal
+from tests.simulation import GROUP_LABEL, SimCluster
+
+NOT_PLACED = "not implemented by this scheduler; the pod is not placed"
+
+
+def pod_with(name: str = "p", group: str = "", **spec: Any) -> Pod:
+    spec.setdefault("containers", [{"name": "c", "image": "app:1",
+                                    "resources": {"requests": {"cpu": "1"}}}])
+    spec.setdefault("schedulerName", "batch-scheduler")
+    return parse_pod({"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
+                                   "labels": {GROUP_LABEL: group} if group else {}},
+                      "spec": spec})
+
+
+HARMLESS_VOLUMES = [
+    {"name": "cfg", "configMap": {"name": "cfg"}},
+    {"name": "tmp", "emptyDir": {}},
+    {"name": "key", "secret": {"secretName": "key"}},
+    {"name": "host", "hostPath": {"path": "/data"}},
+    {"name": "all", "projected": {"sources": []}},
+    {"name": "model", "image": {"reference": "model:1"}},
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"volumes": [*HARMLESS_VOLUMES[:2],
+                  {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
+     f"spec.volumes[2].persistentVolumeClaim (claim 'data'): volume binding is {NOT_PLACED}"),
+    ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
+     "spec.volumes[0].ephemeral (claim 'p-scratch'): volume binding of generic ephemeral "
+     f"volumes is {NOT_PLACED}"),
+    ({"volumes": [{"name": "disk", "gcePersistentDisk": {"pdName": "d"}}]},
+     "spec.volumes[0].gcePersistentDisk: the gcePersistentDisk volume type (conflicts, attach "
+     f"limits) is {NOT_PLACED}"),
+    ({"volumes": [{"name": "blk", "rbd": {"image": "i", "monitors": ["m"]}}]},
+     f"spec.volumes[0].rbd: the rbd volume type (conflicts, attach limits) is {NOT_PLACED}"),
+    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]},
+     f"spec.resourceClaims ('gpu'): dynamic resource allocation is {NOT_PLACED}"),
+    ({"resources": {"requests": {"cpu": "2"}}},
+     f"spec.resources: pod-level resources are {NOT_PLACED}"),
+    ({"workloadRef": {"name": "w", "podGroup": "workers"}},
+     "spec.workloadRef: the Workload API's gang scheduling is not implemented by this "
+     "scheduler; use a PodGroup; the pod is not placed"),
+    ({"schedulingGroup": {"podGroupName": "g"}},
+     "spec.schedulingGroup: the Workload API's gang scheduling is not implemented by this "
+     "scheduler; use a PodGroup; the pod is not placed"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}}},
+     "spec.affinity: unknown node selector operator 'Near'; the pod spec cannot be read, so "
+     "the pod is not placed"),
+])
+def test_refused_with_the_field_named(spec: dict[str, Any], message: str) -> None:
+    pod = pod_with(**spec)
+    status = UnsupportedFields().pre_filter(CycleState(), pod)
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.plugin == "UnsupportedFields"
+    assert status.message == message == refusal(pod)
+
+
+@pytest.mark.parametrize("spec", [
+    {},
+    {"volumes": HARMLESS_VOLUMES},
+    {"resources": {}},
+    {"resourceClaims": []},
+    {"nodeSelector": {"zone": "a"}, "tolerations": [{"operator": "Exists"}]},
+])
+def test_what_is_handled_passes(spec: dict[str, Any]) -> None:
+    pod = pod_with(**spec)
+    assert UnsupportedFields().pre_filter(CycleState(), pod).ok
+    assert refusal(pod) == ""
+
+
+def test_a_refused_pod_stays_pending_with_the_reason(sim: SimCluster) -> None:
+    sim.add_node("n1")
+    pod = pod_with(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "gone"}}])
+    sim.pods.on_add(pod)
+    sim.add_pod("plain")
+    sim.run()
+    assert sim.bound == {"ns/plain": "n1"}
+    queued = sim.scheduler.queue.get(pod.key)
+    assert queued is not None and queued.where == "unschedulable"
+    assert queued.last_reason.startswith(
+        "spec.volumes[0].persistentVolumeClaim (claim 'gone'): volume binding")
+
+
+def test_a_gang_with_a_refused_member_waits_whole_and_names_the_field(sim: SimCluster) -> None:
+    sim.add_node("n1")
+    sim.add_group("g", 3)
+    sim.add_pod("a", group="g")
+    sim.add_pod("b", group="g")
+    refused = pod_with("c", group="g", resourceClaims=[{"name": "gpu"}])
+    sim.pods.on_add(refused)
+    sim.run()
+    assert sim.bound == {}
+    reasons = {key: q.last_reason for key in ("ns/a", "ns/b", "ns/c")
+               if (q := sim.scheduler.queue.get(key)) is not None}
+    assert reasons["ns/c"].startswith("spec.resourceClaims ('gpu'): dynamic resource")
+    assert any("spec.resourceClaims ('gpu')" in reasons[key] for key in ("ns/a", "ns/b"))
