@@ -196,14 +196,18 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
     def _count_incoming(self, state: _FilterState, required: tuple[AffinityTerm, ...],
                         required_anti: tuple[AffinityTerm, ...], info: NodeInfo,
                         labels: Mapping[str, str], excluding: str) -> None:
-        for other in present_pods(info, excluding):
-            ns_labels = self._namespace_labels(other.namespace)
-            if required and _matches_all(required, other, ns_labels):
-                for term in required:
-                    _add(state.affinity, labels, term.topology_key, 1)
-            for term in required_anti:
-                if term.matches(other.namespace, other.labels, ns_labels):
-                    _add(state.anti, labels, term.topology_key, 1)
+        namespaces = self._cache.namespace_labels
+        for holder in (info.pods, info.claims):  # present_pods, inlined: every pod passes
+            for key, other in holder.items():
+                if key == excluding:
+                    continue
+                ns_labels = namespaces.get(other.namespace, _NO_LABELS)
+                if required and _matches_all(required, other, ns_labels):
+                    for term in required:
+                        _add(state.affinity, labels, term.topology_key, 1)
+                for term in required_anti:
+                    if term.matches(other.namespace, other.labels, ns_labels):
+                        _add(state.anti, labels, term.topology_key, 1)
 
     def _score_domains(self, pod: Pod) -> dict[Pair, int]:
         """Topology domain -> summed weight, from the pod's preferred terms and the existing

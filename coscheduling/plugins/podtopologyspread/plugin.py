@@ -31,7 +31,6 @@ from coscheduling.framework.interfaces import (
     ScorePlugin,
 )
 from coscheduling.framework.status import SKIP, SUCCESS, Status
-from coscheduling.plugins.interpodaffinity import present_pods
 from coscheduling.plugins.nodeaffinity import matches as node_affinity_matches
 from coscheduling.plugins.podtopologyspread.args import OWNER_KINDS, SpreadArgs, parse_args
 from coscheduling.plugins.tainttoleration.plugin import untolerated
@@ -69,11 +68,15 @@ def _included(constraint: SpreadConstraint, pod: Pod, info: NodeInfo) -> bool:
 
 
 def _count(constraint: SpreadConstraint, pod: Pod, info: NodeInfo) -> int:
+    """Pods on ``info`` the constraint counts (present_pods, inlined: every pod passes)."""
     count = 0
-    for other in present_pods(info, pod.key):
-        if not other.deleting and constraint.counts(other.namespace, pod.namespace,
-                                                    other.labels, other.owner):
-            count += 1
+    excluding, namespace = pod.key, pod.namespace
+    counts = constraint.counts
+    for holder in (info.pods, info.claims):
+        for key, other in holder.items():
+            if key != excluding and not other.deleting and counts(
+                    other.namespace, namespace, other.labels, other.owner):
+                count += 1
     return count
 
 
