@@ -1,0 +1,148 @@
+"""Pod semantics against a real kube-apiserver (issue 14): what is not implemented is refused
+out loud by field, gated members are not gang members, preferred node affinity steers.
+
+Every pod carries a node selector on a label only this test's nodes have, so nodes other
+tests left behind cannot change where pods go.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from coscheduling.cluster.client import KubeClient
+from tests.integration.kube import (
+    bound_count,
+    create_pod,
+    create_podgroup,
+    events_for,
+    placement,
+    pod_body,
+    pod_condition,
+    podgroups_path,
+    wait_until,
+)
+
+StartScheduler = Callable[..., Any]
+NOT_PLACED = "not implemented by this scheduler; the pod is not placed"
+
+
+def _pool() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def _pod(name: str, scheduler: str, pool: str, *, group: str = "",
+         **spec: Any) -> dict[str, Any]:
+    body = pod_body(name, scheduler=scheduler, cpu="100m", group=group)
+    body["spec"]["nodeSelector"] = {"test-pool": pool}
+    body["spec"].update(spec)
+    return body
+
+
+def _refused(kube: KubeClient, namespace: str, name: str, message: str) -> None:
+    """The pod stays unbound with PodScheduled=False and a FailedScheduling event, both
+    carrying ``message``."""
+
+    def condition_says() -> bool:
+        condition = pod_condition(kube, namespace, name, "PodScheduled")
+        return (condition.get("status"), condition.get("reason")) == (
+            "False", "Unschedulable") and condition.get("message") == message
+
+    def failed_scheduling() -> list[dict[str, Any]]:
+        return [e for e in events_for(kube, namespace, name)
+                if e.get("reason") == "FailedScheduling"]
+
+    wait_until(condition_says, what=f"PodScheduled=False on {name} saying {message!r}")
+    events = wait_until(failed_scheduling, what=f"a FailedScheduling event on {name}")
+    assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]
+    assert placement(kube, namespace)[name] == ""
+
+
+def test_pod_with_resource_claims_is_refused_with_a_message(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler()
+    pool = _pool()
+    make_node(f"dra-{pool}", labels={"test-pool": pool})
+    create_pod(kube, namespace, _pod("dra", sched.name, pool, resourceClaims=[
+        {"name": "gpu", "resourceClaimName": "gpu-claim"}]))
+    create_pod(kube, namespace, _pod("plain", sched.name, pool))
+    wait_until(lambda: placement(kube, namespace).get("plain"), what="the plain pod bound")
+    _refused(kube, namespace, "dra",
+             f"spec.resourceClaims ('gpu'): dynamic resource allocation is {NOT_PLACED}")
+
+
+def test_pod_with_a_missing_claim_stays_pending_and_its_event_names_the_claim(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler()
+    pool = _pool()
+    make_node(f"pvc-{pool}", labels={"test-pool": pool})
+    volumes = [{"name": "scratch", "emptyDir": {}},
+               {"name": "data", "persistentVolumeClaim": {"claimName": "missing-data"}}]
+    create_pod(kube, namespace, _pod("claims", sched.name, pool, volumes=volumes))
+    _refused(kube, namespace, "claims",
+             "spec.volumes[1].persistentVolumeClaim (claim 'missing-data'): volume binding "
+             f"is {NOT_PLACED}")
+
+
+def test_gated_member_is_not_counted_and_the_gang_runs_once_ungated(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler()
+    pool = _pool()
+    make_node(f"gate-{pool}", labels={"test-pool": pool})
+    create_podgroup(kube, namespace, "gated", 3)
+    for i in range(2):
+        create_pod(kube, namespace, _pod(f"gated-{i}", sched.name, pool, group="gated"))
+    create_pod(kube, namespace, _pod("gated-2", sched.name, pool, group="gated",
+                                     schedulingGates=[{"name": "example.com/quota"}]))
+    group_path = f"{podgroups_path(namespace)}/gated"
+    waiting = ("waiting for member pods: 2 of minMember 3 exist (1 more held by "
+               "spec.schedulingGates, not counted)")
+
+    def status_waits() -> bool:
+        status = kube.get(group_path).get("status") or {}
+        return status.get("phase") == "PreScheduling" and any(
+            c.get("message") == waiting for c in status.get("conditions") or ())
+
+    wait_until(status_waits, what="PodGroup status PreScheduling, the gated pod not counted")
+    wait_until(lambda: "waiting for member pods: 2 of minMember 3 exist" in pod_condition(
+        kube, namespace, "gated-0", "PodScheduled").get("message", ""),
+        what="gated-0 to say it waits for members")
+    assert bound_count(kube, namespace, "gated") == 0
+    # The gated pod itself is not tried: the API server reports it SchedulingGated.
+    assert pod_condition(kube, namespace, "gated-2", "PodScheduled").get(
+        "reason") == "SchedulingGated"
+    # A message is reported once, not once per retry.
+    for name in ("gated-0", "gated-1"):
+        failed = [e["message"] for e in events_for(kube, namespace, name)
+                  if e.get("reason") == "FailedScheduling"]
+        assert len(failed) == len(set(failed)) <= 2, failed
+
+    kube.patch(f"/api/v1/namespaces/{namespace}/pods/gated-2",
+               {"spec": {"schedulingGates": None}})
+    wait_until(lambda: bound_count(kube, namespace, "gated") == 3,
+               what="all 3 members bound once the gate is removed")
+    wait_until(lambda: (kube.get(group_path).get("status") or {}).get("phase") in (
+        "Scheduled", "Running"), what="the PodGroup Scheduled")
+    sched.watcher.check_settled()
+
+
+def test_preferred_node_affinity_steers_a_pod(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler()
+    pool = _pool()
+    for i in range(3):
+        make_node(f"pref-{pool}-{i}", labels={"test-pool": pool,
+                                              "disk": "ssd" if i == 1 else "hdd"})
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [
+            {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}
+    for i in range(3):
+        create_pod(kube, namespace, _pod(f"pref-{i}", sched.name, pool, affinity=prefer))
+    wait_until(lambda: all(placement(kube, namespace).get(f"pref-{i}") for i in range(3)),
+               what="3 pods bound")
+    assert set(placement(kube, namespace).values()) == {f"pref-{pool}-1"}
