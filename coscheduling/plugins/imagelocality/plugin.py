@@ -96,12 +96,20 @@ class ImageLocality(ScorePlugin):
             raise ValueError(f"{NAME} needs the scheduler's cache")
         self._cache = handle.cache
         self.index = ImageIndex()
+        # (pod, cache change_seq, spread): Score asks once per node for the same answer.
+        self._last: tuple[Pod, int, tuple[tuple[int, ...], int]] | None = None
 
     def _spread(self, pod: Pod) -> tuple[tuple[int, ...], int]:
         """(nodes holding each of the pod's images, nodes in the cluster)."""
-        self.index.sync(self._cache)
+        cache = self._cache
+        last = self._last  # one tuple, read once: safe if another thread replaces it
+        if last is not None and last[0] is pod and last[1] == cache.change_seq:
+            return last[2]
+        self.index.sync(cache)
         holders = self.index.holders
-        return tuple(holders.get(image, 0) for image in pod.images), self._cache.node_count()
+        spread = tuple(holders.get(image, 0) for image in pod.images), cache.node_count()
+        self._last = (pod, cache.change_seq, spread)
+        return spread
 
     def sign(self, pod: Pod) -> Hashable:
         if not pod.images:

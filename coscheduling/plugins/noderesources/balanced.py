@@ -78,10 +78,23 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
 
     def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None):
         self.resources = parse_args(args, "args")
+        # The last pod's request: the signature and every node's Score ask for the same pod.
+        self._last: tuple[Pod, tuple[tuple[str, int], ...]] | None = None
 
-    def requests(self, pod: Pod) -> tuple[int, ...]:
-        """The pod's real request of each configured resource (0 for none)."""
-        return tuple(pod.requests.get(name, 0) for name in self.resources)
+    def requests(self, pod: Pod) -> tuple[tuple[str, int], ...]:
+        """(resource, the pod's real request) for each resource to balance: extended
+        resources the pod does not ask for are left out; () for a best-effort pod."""
+        last = self._last  # one tuple, read once: safe if another thread replaces it
+        if last is not None and last[0] is pod:
+            return last[1]
+        wanted = tuple((name, pod.requests.get(name, 0)) for name in self.resources)
+        if not any(amount for _, amount in wanted):
+            wanted = ()
+        else:
+            wanted = tuple((name, amount) for name, amount in wanted
+                           if amount or name in _NATIVE)
+        self._last = (pod, wanted)
+        return wanted
 
     def sign(self, pod: Pod) -> Hashable:
         """Score reads the pod's requests and the one node (a pod's own claim aside, which
@@ -90,19 +103,16 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         info = node.node
-        if info is None:
-            return 0
         wanted = self.requests(pod)
-        if not any(wanted):
+        if info is None or not wanted:
             return 0
         allocatable = info.allocatable
+        key = pod.key
         fractions = []
-        for name, amount in zip(self.resources, wanted, strict=True):
-            if amount == 0 and name not in _NATIVE:
-                continue  # an extended resource the pod does not ask for
+        for name, amount in wanted:
             alloc = allocatable.get(name, 0)
             if alloc <= 0:
                 continue
-            fraction = float(node.used(name, pod.key) + amount) / float(alloc)
+            fraction = float(node.used(name, key) + amount) / float(alloc)
             fractions.append(1.0 if fraction > 1 else fraction)
         return balance(fractions)
