@@ -67,5 +67,7 @@ def parse_args(raw: Mapping[str, Any], path: str) -> SpreadArgs:
 
 
 def validate_args(raw: Mapping[str, Any], path: str) -> Mapping[str, Any]:
-    parse_args(raw, path)
-    return raw
+    """Checked args with the default filled in (a dumped configuration shows it)."""
+    parsed = parse_args(raw, path)
+    return {"defaultingType": parsed.defaulting_type,
+            "defaultConstraints": list(raw.get("defaultConstraints") or [])}
