@@ -159,8 +159,11 @@ def _nonzero(spec: dict[str, Any], resource: str, default: int) -> int:
 
 
 def _host_ports(spec: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    """Host ports of the containers and of the sidecars (restartable init containers), which
+    hold theirs as long as the pod runs; kube-scheduler checks both."""
     ports = []
-    for container in spec.get("containers") or ():
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    for container in [*(spec.get("containers") or ()), *sidecars]:
         for port in container.get("ports") or ():
             if port.get("hostPort"):
                 ports.append(

@@ -7,8 +7,6 @@ tests left behind cannot change where pods go.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
 from typing import Any
 
 from coscheduling.cluster.client import KubeClient
@@ -18,26 +16,13 @@ from tests.integration.kube import (
     create_podgroup,
     events_for,
     placement,
-    pod_body,
     pod_condition,
     podgroups_path,
     wait_until,
 )
+from tests.integration.test_pod_constraints import StartScheduler, _pod, _pool
 
-StartScheduler = Callable[..., Any]
 NOT_PLACED = "not implemented by this scheduler; the pod is not placed"
-
-
-def _pool() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-def _pod(name: str, scheduler: str, pool: str, *, group: str = "",
-         **spec: Any) -> dict[str, Any]:
-    body = pod_body(name, scheduler=scheduler, cpu="100m", group=group)
-    body["spec"]["nodeSelector"] = {"test-pool": pool}
-    body["spec"].update(spec)
-    return body
 
 
 def _refused(kube: KubeClient, namespace: str, name: str, message: str) -> None:

@@ -1,4 +1,5 @@
-"""UnsupportedFields: what this scheduler cannot honour is refused out loud, by field."""
+"""Fields that change where a pod may run: what this scheduler cannot honour is refused out
+loud, by field (UnsupportedFields); the rest is honoured."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ from typing import Any
 
 import pytest
 
+from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.cache import NodeInfo
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.status import Code
+from coscheduling.plugins.nodeports import NodePorts
 from coscheduling.plugins.unsupported import UnsupportedFields, refusal
 from tests.simulation import GROUP_LABEL, SimCluster
 
@@ -108,3 +112,21 @@ def test_a_gang_with_a_refused_member_waits_whole_and_names_the_field(sim: SimCl
                if (q := sim.scheduler.queue.get(key)) is not None}
     assert reasons["ns/c"].startswith("spec.resourceClaims ('gpu'): dynamic resource")
     assert any("spec.resourceClaims ('gpu')" in reasons[key] for key in ("ns/a", "ns/b"))
+
+
+def test_sidecar_host_ports_are_honoured_not_ignored() -> None:
+    """Restartable init containers hold their host ports while the pod runs (kube-scheduler
+    checks them since 1.34); ordinary init containers are done before the pod runs."""
+    sidecar = pod_with("sidecar", initContainers=[
+        {"name": "proxy", "restartPolicy": "Always",
+         "ports": [{"containerPort": 9000, "hostPort": 9000}]},
+        {"name": "setup", "ports": [{"containerPort": 9100, "hostPort": 9100}]}])
+    assert sidecar.host_ports == (("0.0.0.0", "TCP", 9000),)
+    node = NodeInfo("n", parse_node({"metadata": {"name": "n"}, "status": {
+        "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}))
+    node.add_pod(sidecar)
+    other = pod_with("other", containers=[{"name": "c", "ports": [
+        {"containerPort": 9000, "hostPort": 9000}]}])
+    plugin = NodePorts()
+    assert plugin.filter(CycleState(), other, node).rejected
+    assert plugin.filter(CycleState(), pod_with("free"), node).ok
