@@ -160,16 +160,19 @@ def _nonzero(spec: dict[str, Any], resource: str, default: int) -> int:
 
 def _host_ports(spec: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
     """Host ports of the containers and of the sidecars (restartable init containers), which
-    hold theirs as long as the pod runs; kube-scheduler checks both."""
+    hold theirs as long as the pod runs; kube-scheduler checks both. On the host network a
+    container port is a host port (the API server fills hostPort in; pods handed over gRPC
+    may come without that default)."""
     ports = []
+    host_network = bool(spec.get("hostNetwork"))
     sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
     for container in [*(spec.get("containers") or ()), *sidecars]:
         for port in container.get("ports") or ():
-            if port.get("hostPort"):
-                ports.append(
-                    (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP",
-                     int(port["hostPort"]))
-                )
+            host_port = port.get("hostPort") or (port.get("containerPort") if host_network
+                                                 else 0)
+            if host_port:
+                ports.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP",
+                              int(host_port)))
     return tuple(ports)
 
 

@@ -130,3 +130,16 @@ def test_sidecar_host_ports_are_honoured_not_ignored() -> None:
     plugin = NodePorts()
     assert plugin.filter(CycleState(), other, node).rejected
     assert plugin.filter(CycleState(), pod_with("free"), node).ok
+
+
+@pytest.mark.parametrize(("spec", "ports"), [
+    ({"hostNetwork": True, "containers": [{"name": "c", "ports": [{"containerPort": 8080}]}]},
+     (("0.0.0.0", "TCP", 8080),)),
+    ({"hostNetwork": True, "containers": [{"name": "c", "ports": [
+        {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}]}]},
+     (("10.0.0.1", "UDP", 53),)),
+    ({"containers": [{"name": "c", "ports": [{"containerPort": 8080}]}]}, ()),
+])
+def test_host_network_container_ports_are_host_ports(spec: dict[str, Any],
+                                                      ports: tuple[Any, ...]) -> None:
+    assert pod_with(**spec).host_ports == ports
