@@ -137,3 +137,33 @@ def test_gang_of_six_with_max_skew_one_over_three_zones_lands_two_two_two(
     zones = Counter(zone_of[node] for node in placement(kube, namespace).values())
     assert zones == {"a": 2, "b": 2, "c": 2}
     sched.watcher.check_settled()
+
+
+def test_affinity_namespace_selector_follows_namespace_labels(
+        kube: KubeClient, namespace: str, make_namespace: Callable[[], str], make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    """namespaceSelector terms read the namespaces' labels from the namespace watch: pods
+    follow a pod in a namespace labelled after the scheduler started (without the label
+    nothing would match their term, and they would stay pending)."""
+    sched = start_scheduler()
+    pool = _pool()
+    for i in range(3):
+        make_node(f"ns-{pool}-{i}", labels={"test-pool": pool})
+    other = make_namespace()
+    sched.watch(other)
+    create_pod(kube, other, _pod("web", sched.name, pool, labels={"app": "web"}))
+    wait_until(lambda: placement(kube, other).get("web"), what="the web pod bound")
+    web_node = placement(kube, other)["web"]
+    kube.patch(f"/api/v1/namespaces/{other}", {"metadata": {"labels": {"team": pool}}})
+    labels = sched.service.scheduler.cache.namespace_labels
+    wait_until(lambda: labels.get(other, {}).get("team") == pool,
+               what="the namespace label in the scheduler's cache")
+    follow = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": HOST, "labelSelector": {"matchLabels": {"app": "web"}},
+        "namespaceSelector": {"matchLabels": {"team": pool}}}]}}
+    for i in range(3):
+        create_pod(kube, namespace, _pod(f"near-{i}", sched.name, pool, affinity=follow))
+    wait_until(lambda: sum(1 for n in placement(kube, namespace).values() if n) == 3,
+               what="3 pods bound")
+    assert set(placement(kube, namespace).values()) == {web_node}
+    sched.watcher.check_settled()
