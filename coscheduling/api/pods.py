@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,12 +182,19 @@ def normalized_image(name: str) -> str:
     return name + ":latest" if name.rfind(":") <= name.rfind("/") else name
 
 
+@functools.lru_cache(maxsize=4096)
+def _image_name(name: str) -> str:
+    # Interned: the pods of one template share the string.
+    return sys.intern(normalized_image(name))
+
+
 def _images(spec: dict[str, Any]) -> tuple[str, ...]:
-    names = [c.get("image") for key in ("initContainers", "containers")
-             for c in spec.get(key) or ()]
-    names += [_mapping(v.get("image")).get("reference") for v in spec.get("volumes") or ()]
-    # Interned: the pods of one template share the strings.
-    return tuple(sys.intern(normalized_image(str(n))) for n in names if n)
+    names = [c.get("image") for c in spec.get("initContainers") or ()]
+    names += [c.get("image") for c in spec.get("containers") or ()]
+    volumes = spec.get("volumes")
+    if volumes:
+        names += [_mapping(v.get("image")).get("reference") for v in volumes]
+    return tuple([_image_name(str(n)) for n in names if n])
 
 
 def _placement_volumes(pod_name: str, spec: dict[str, Any]) -> tuple[tuple[int, str, str], ...]:
@@ -273,10 +281,12 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         field = "spec.volumes"
         pod.placement_volumes = _placement_volumes(pod.name, spec)
         field = "spec.resourceClaims"
-        pod.resource_claims = tuple(str(_mapping(c).get("name") or "")
-                                    for c in spec.get("resourceClaims") or ())
-        pod.placement_fields = tuple(f"spec.{name}" for name in PLACEMENT_FIELDS
-                                     if spec.get(name))
+        claims = spec.get("resourceClaims")
+        if claims:
+            pod.resource_claims = tuple([str(_mapping(c).get("name") or "") for c in claims])
+        fields = [f"spec.{name}" for name in PLACEMENT_FIELDS if spec.get(name)]
+        if fields:
+            pod.placement_fields = tuple(fields)
     except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
         pod.parse_error = f"{field}: {err}"
     return pod

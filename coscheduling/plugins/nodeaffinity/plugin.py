@@ -83,6 +83,8 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return SUCCESS
 
     def sign(self, pod: Pod) -> Hashable:
+        if not pod.node_selector and not pod.affinity_terms and not pod.preferred_terms:
+            return ()  # the common pod, without building tuples
         return tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.preferred_terms
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
