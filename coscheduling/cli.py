@@ -19,6 +19,7 @@ from coscheduling import logs
 from coscheduling.cluster.client import ApiError
 from coscheduling.config import ConfigError, SchedulerConfig, load_file, parse_config
 from coscheduling.config.load import dump_defaults
+from coscheduling.faults import FaultError
 from coscheduling.httpendpoint import ListenError
 from coscheduling.plugins.registry import default_registry
 from coscheduling.service import SchedulerService
@@ -64,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
-    except ListenError as err:
+    except (ListenError, FaultError) as err:
         print(f"coscheduling run: {err}", file=sys.stderr)
         return 2
     try:

@@ -26,6 +26,10 @@ POINTS = ("after-bind", "stop-before-bind")
 EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
 
 
+class FaultError(ValueError):
+    """COSCHEDULING_FAULT names no known point."""
+
+
 @dataclass
 class Fault:
     point: str
@@ -38,7 +42,7 @@ class Fault:
     def parse(cls, value: str) -> Fault:
         point, _, count = value.partition(":")
         if point not in POINTS or not count.isdigit() or int(count) < 1:
-            raise ValueError(f"{ENV}={value!r}: give one of {', '.join(POINTS)} with a count "
+            raise FaultError(f"{ENV}={value!r}: give one of {', '.join(POINTS)} with a count "
                              "of at least 1, e.g. after-bind:2")
         return cls(point, int(count))
 
@@ -66,7 +70,7 @@ class Fault:
 
 
 def from_environment() -> Fault | None:
-    """The fault COSCHEDULING_FAULT names, if any (ValueError naming it when malformed)."""
+    """The fault COSCHEDULING_FAULT names, if any (FaultError naming it when malformed)."""
     value = os.environ.get(ENV, "")
     if not value:
         return None

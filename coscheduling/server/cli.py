@@ -126,6 +126,7 @@ def settings_from(args: argparse.Namespace, policy: GrpcPolicy) -> GrpcSettings:
 def _serve(args: argparse.Namespace) -> int:
     from coscheduling import logs
     from coscheduling.cli import _load_config, limit_malloc_arenas
+    from coscheduling.faults import FaultError
     from coscheduling.httpendpoint import ListenError
     from coscheduling.service import SchedulerService
 
@@ -139,7 +140,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     try:
         service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
-    except ListenError as err:
+    except (ListenError, FaultError) as err:
         print(f"coscheduling serve: {err}", file=sys.stderr)
         return 2
     stop = threading.Event()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
+from coscheduling.cli import main
 from coscheduling.cluster.client import ClientSettings
 from coscheduling.cluster.fencing import LEADER_ANNOTATION, BindingClient
 from coscheduling.faults import EXIT_CODE, Fault
@@ -33,6 +34,15 @@ def test_fault_points_parse(value: str, point: str, count: int) -> None:
 def test_malformed_fault_points_are_refused_naming_the_variable(value: str) -> None:
     with pytest.raises(ValueError, match="COSCHEDULING_FAULT"):
         Fault.parse(value)
+
+
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_a_malformed_fault_is_one_line_and_exit_2(command: str, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COSCHEDULING_FAULT", "after-lunch:1")
+    assert main([command]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "COSCHEDULING_FAULT='after-lunch:1'" in err[0], err
 
 
 def test_after_bind_fires_on_the_kth_bind_of_one_gang_only() -> None:
