@@ -37,8 +37,8 @@ PLACEMENT_VOLUME_SOURCES = (
     "cinder", "gcePersistentDisk", "iscsi", "portworxVolume", "rbd", "vsphereVolume",
 )
 # Spec fields that change where or how a pod is placed and that only their own plugins
-# read: pod-level resources, and the core API's own workload grouping (two API versions).
-PLACEMENT_FIELDS = ("resources", "workloadRef", "schedulingGroup")
+# read: the core API's own workload grouping (two API versions).
+PLACEMENT_FIELDS = ("workloadRef", "schedulingGroup")
 
 
 @dataclass(slots=True, eq=False)
@@ -129,8 +129,17 @@ def effective_requests(spec: dict[str, Any]) -> dict[str, int]:
 
     App containers and restartable init containers (sidecars) run together, so they add up;
     each ordinary init container runs alone beside the sidecars started before it, so the pod
-    needs the largest of those moments; the RuntimeClass overhead comes on top.
+    needs the largest of those moments; pod-level requests replace that for the resources
+    they name; the RuntimeClass overhead comes on top.
     """
+    running = _containers_total(spec)
+    if spec.get("resources"):
+        running.update(pod_level_requests(spec, running))
+    _sum_into(running, parse_resource_list(spec.get("overhead")))
+    return {name: amount for name, amount in running.items() if amount}
+
+
+def _containers_total(spec: dict[str, Any]) -> dict[str, int]:
     running: dict[str, int] = {}
     for container in spec.get("containers") or ():
         _sum_into(running, _container_requests(container))
@@ -147,11 +156,32 @@ def effective_requests(spec: dict[str, Any]) -> dict[str, int]:
         _max_into(init_peak, moment)
     _sum_into(running, sidecars)
     _max_into(running, init_peak)
-    _sum_into(running, parse_resource_list(spec.get("overhead")))
-    return {name: amount for name, amount in running.items() if amount}
+    return running
 
 
-def _nonzero(spec: dict[str, Any], resource: str, default: int) -> int:
+def _pod_level(name: str) -> bool:
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
+def pod_level_requests(spec: dict[str, Any], containers: dict[str, int]) -> dict[str, int]:
+    """``spec.resources`` (pod-level resources): its requests of cpu, memory and hugepages
+    replace what the containers add up to. A resource with only a pod-level limit requests
+    that limit when no container requests it, as the API server's defaulting fills in
+    (``containers``: the containers' requests, for pods that were not defaulted)."""
+    resources = _mapping(spec.get("resources"))
+    if not resources:
+        return {}
+    requests = parse_resource_list(resources.get("requests"))
+    for name, limit in parse_resource_list(resources.get("limits")).items():
+        if name not in requests and not containers.get(name):
+            requests[name] = limit
+    return {name: amount for name, amount in requests.items() if _pod_level(name)}
+
+
+def _nonzero(spec: dict[str, Any], resource: str, default: int, pod_level: dict[str, int]
+             ) -> int:
+    if resource in pod_level:
+        return pod_level[resource]
     total = 0
     for container in spec.get("containers") or ():
         amount = _container_requests(container).get(resource, 0)
@@ -266,8 +296,10 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pod.host_ports = _host_ports(spec)
         field = "spec.containers[].resources"
         pod.requests = effective_requests(spec)
-        pod.nonzero_cpu = _nonzero(spec, CPU, DEFAULT_MILLI_CPU)
-        pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY)
+        pod_level = (pod_level_requests(spec, _containers_total(spec))
+                     if spec.get("resources") else {})
+        pod.nonzero_cpu = _nonzero(spec, CPU, DEFAULT_MILLI_CPU, pod_level)
+        pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY, pod_level)
         field = "spec.affinity"
         pod.affinity_terms = parse_affinity_terms(spec.get("affinity"))
         pod.preferred_terms = parse_preferred_terms(spec.get("affinity"))

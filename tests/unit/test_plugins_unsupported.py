@@ -52,8 +52,6 @@ HARMLESS_VOLUMES = [
      f"spec.volumes[0].rbd: the rbd volume type (conflicts, attach limits) is {NOT_PLACED}"),
     ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]},
      f"spec.resourceClaims ('gpu'): dynamic resource allocation is {NOT_PLACED}"),
-    ({"resources": {"requests": {"cpu": "2"}}},
-     f"spec.resources: pod-level resources are {NOT_PLACED}"),
     ({"workloadRef": {"name": "w", "podGroup": "workers"}},
      "spec.workloadRef: the Workload API's gang scheduling is not implemented by this "
      "scheduler; use a PodGroup; the pod is not placed"),
@@ -77,6 +75,7 @@ def test_refused_with_the_field_named(spec: dict[str, Any], message: str) -> Non
     {},
     {"volumes": HARMLESS_VOLUMES},
     {"resources": {}},
+    {"resources": {"requests": {"cpu": "2"}}},
     {"resourceClaims": []},
     {"nodeSelector": {"zone": "a"}, "tolerations": [{"operator": "Exists"}]},
 ])
@@ -143,3 +142,37 @@ def test_sidecar_host_ports_are_honoured_not_ignored() -> None:
 def test_host_network_container_ports_are_host_ports(spec: dict[str, Any],
                                                       ports: tuple[Any, ...]) -> None:
     assert pod_with(**spec).host_ports == ports
+
+
+GI = 1024 ** 3
+
+
+@pytest.mark.parametrize(("spec", "requests", "nonzero"), [
+    # Pod-level requests replace the containers' sum for cpu and memory; overhead on top.
+    ({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}, "overhead": {"cpu": "100m"},
+      "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}},
+                     {"name": "b"}]},
+     {"cpu": 2100, "memory": GI}, (2000, GI)),
+    # Only cpu at pod level: memory still comes from the containers (best effort defaults
+    # for scoring).
+    ({"resources": {"requests": {"cpu": "3"}}, "containers": [{"name": "a"}]},
+     {"cpu": 3000}, (3000, 200 * 1024 * 1024)),
+    # A pod-level limit alone is the request when no container asks for the resource...
+    ({"resources": {"limits": {"memory": "2Gi"}}, "containers": [{"name": "a"}]},
+     {"memory": 2 * GI}, (100, 2 * GI)),
+    # ...and the containers' requests stand when one does.
+    ({"resources": {"limits": {"memory": "2Gi"}}, "containers": [
+        {"name": "a", "resources": {"requests": {"memory": "1Gi"}}}]},
+     {"memory": GI}, (100, GI)),
+    # Extended resources cannot be set at pod level: the containers' requests count.
+    ({"resources": {"requests": {"example.com/gpu": "4"}}, "containers": [
+        {"name": "a", "resources": {"requests": {"example.com/gpu": "1"}}}]},
+     {"example.com/gpu": 1}, (100, 200 * 1024 * 1024)),
+])
+def test_pod_level_resources_are_honoured(spec: dict[str, Any], requests: dict[str, int],
+                                          nonzero: tuple[int, int]) -> None:
+    pod = pod_with(**spec)
+    assert not pod.parse_error, pod.parse_error
+    assert pod.requests == requests
+    assert (pod.nonzero_cpu, pod.nonzero_memory) == nonzero
+    assert UnsupportedFields().pre_filter(CycleState(), pod).ok

@@ -9,7 +9,6 @@ condition and a FailedScheduling event. Refused:
   in-tree disk (``gcePersistentDisk``, ``rbd``, ...): volume binding, volume zones, volume
   conflicts and attach limits are not implemented;
 * ``spec.resourceClaims``: dynamic resource allocation is not implemented;
-* ``spec.resources`` (pod-level resources): requests are counted per container only;
 * ``spec.workloadRef`` / ``spec.schedulingGroup``: the core API's own gang policy is not
   implemented (use a PodGroup and its label);
 * a spec this scheduler could not read (``Pod.parse_error``): its constraints are unknown.
@@ -36,7 +35,6 @@ _VOLUME_WHY = {
     "ephemeral": "volume binding of generic ephemeral volumes",
 }
 _FIELD_WHY = {
-    "spec.resources": "pod-level resources are",
     "spec.workloadRef": "the Workload API's gang scheduling is",
     "spec.schedulingGroup": "the Workload API's gang scheduling is",
 }
