@@ -21,7 +21,9 @@ changed since they last looked.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from coscheduling.api.nodes import Node
 from coscheduling.api.podaffinity import AffinityIndex
@@ -40,6 +42,8 @@ class NodeInfo:
         "affinity_index",
         "affinity_pods",
         "claimed",
+        "claimed_nonzero_cpu",
+        "claimed_nonzero_memory",
         "claims",
         "name",
         "node",
@@ -60,6 +64,10 @@ class NodeInfo:
         self.nonzero_memory = 0
         self.claims: dict[str, Pod] = {}
         self.claimed: dict[str, int] = {}
+        # Claims weigh in scoring as the pods they hold room for will: with the non-zero
+        # cpu / memory defaults of best-effort containers, as an assumed pod does.
+        self.claimed_nonzero_cpu = 0
+        self.claimed_nonzero_memory = 0
         self.ports: dict[tuple[str, str, int], int] = {}
         # Pods and claims here that carry pod (anti-)affinity, and the cache-wide index of
         # their affinities (shared by every node record of one cache).
@@ -96,14 +104,18 @@ class NodeInfo:
     def add_claim(self, pod: Pod) -> None:
         self.remove_claim(pod.key)
         self.claims[pod.key] = pod
-        add_into(self.claimed, pod.requests)
-        self._track_affinity(pod, 1)
+        self._account_claim(pod, 1)
 
     def remove_claim(self, key: str) -> None:
         pod = self.claims.pop(key, None)
         if pod is not None:
-            add_into(self.claimed, pod.requests, -1)
-            self._track_affinity(pod, -1)
+            self._account_claim(pod, -1)
+
+    def _account_claim(self, pod: Pod, sign: int) -> None:
+        add_into(self.claimed, pod.requests, sign)
+        self.claimed_nonzero_cpu += sign * pod.nonzero_cpu
+        self.claimed_nonzero_memory += sign * pod.nonzero_memory
+        self._track_affinity(pod, sign)
 
     def used(self, resource: str, excluding: str = "") -> int:
         """Requested plus claimed ``resource``, not counting ``excluding``'s own claim."""
@@ -112,6 +124,27 @@ class NodeInfo:
         if own is not None:
             total -= own.requests.get(resource, 0)
         return total
+
+    def nonzero_used(self, cpu: bool, excluding: str = "") -> int:
+        """Non-zero cpu (``cpu``) or memory requested and claimed, for scoring; not counting
+        ``excluding``'s own claim."""
+        if cpu:
+            total = self.nonzero_cpu + self.claimed_nonzero_cpu
+        else:
+            total = self.nonzero_memory + self.claimed_nonzero_memory
+        own = self.claims.get(excluding) if excluding else None
+        if own is not None:
+            total -= own.nonzero_cpu if cpu else own.nonzero_memory
+        return total
+
+    def group_members(self, group_key: str, excluding: str = "") -> int:
+        """Members of ``group_key`` placed, assumed or claimed on this node."""
+        count = 0
+        for holder in (self.pods, self.claims):
+            for key, pod in holder.items():
+                if key != excluding and pod.group_key == group_key:
+                    count += 1
+        return count
 
     def pod_count(self, excluding: str = "") -> int:
         count = len(self.pods) + len(self.claims)
@@ -218,6 +251,19 @@ class Cache:
     def group_pods(self, group_key: str) -> list[Pod]:
         return [self._pods[k] for k in self._groups.get(group_key, ())]
 
+    def group_nodes(self, group_key: str, excluding: str = "") -> Counter[str]:
+        """Node -> how many members of the group are bound, assumed or claimed there."""
+        nodes: Counter[str] = Counter()
+        for key in self._groups.get(group_key, ()):
+            if key == excluding:
+                continue
+            pod = self._pods[key]
+            node = (pod.node_name or self._assumed.get(key) or self._claims.get(key)
+                    if not pod.deleting else "")
+            if node:
+                nodes[node] += 1
+        return nodes
+
     def group_keys(self) -> list[str]:
         return list(self._groups)
 
@@ -270,6 +316,23 @@ class Cache:
             self._assumed.pop(key, None)
             self.release_claim(key)
             return pod
+
+    @contextmanager
+    def without(self, pods: Iterable[Pod]) -> Iterator[None]:
+        """The cluster as it would be with ``pods`` (bound ones) gone, for the length of the
+        block: what preemption asks of every filter. Restored on exit; under the lock."""
+        with self.lock:
+            gone = [(p.node_name, self._nodes[p.node_name].pods[p.key]) for p in pods
+                    if p.node_name in self._nodes and p.key in self._nodes[p.node_name].pods]
+            for node_name, pod in gone:
+                self._nodes[node_name].remove_pod(pod.key)
+                self._touch(node_name)
+            try:
+                yield
+            finally:
+                for node_name, pod in gone:
+                    self._nodes[node_name].add_pod(pod)
+                    self._touch(node_name)
 
     # -- in-flight decisions ------------------------------------------------------------
     def assume(self, pod: Pod, node_name: str) -> None:

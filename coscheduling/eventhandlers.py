@@ -13,9 +13,11 @@ from coscheduling.api.namespaces import Namespace
 from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
+from coscheduling.api.priorityclasses import PriorityClass
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.plugins.coscheduling.plugin import REJECTION, Rejection
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
+from coscheduling.preemption.pdb import Budget
 
 if TYPE_CHECKING:
     from coscheduling.scheduler import Scheduler
@@ -108,6 +110,10 @@ class PodEvents:
                 s.waiting_pods.reject(pod.key, "Scheduler", f"pod {pod.key} was deleted")
             if s.reporter is not None:
                 s.reporter.forget(pod)
+            if known is not None and known.node_name:
+                lost = pod if pod.node_name else known
+                groups = [key for plugin in s.event_plugins for key in plugin.pod_lost(lost)]
+                s.move_groups(groups)
             if known is not None and (known.node_name or held_room):
                 s.capacity_freed_locked()
             elif known is not None and known.group_key:
@@ -157,6 +163,42 @@ class NamespaceEvents:
     def on_delete(self, namespace: Namespace) -> None:
         with self.s.cache.lock:
             self.s.cache.namespace_labels.pop(namespace.name, None)
+
+
+class PriorityClassEvents:
+    """PriorityClass values, for gangs whose PodGroup names one."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, priority_class: PriorityClass) -> None:
+        with self.s.cache.lock:
+            self.s.priority_classes[priority_class.name] = priority_class.value
+
+    def on_update(self, old: PriorityClass, new: PriorityClass) -> None:
+        self.on_add(new)
+
+    def on_delete(self, priority_class: PriorityClass) -> None:
+        with self.s.cache.lock:
+            self.s.priority_classes.pop(priority_class.name, None)
+
+
+class BudgetEvents:
+    """PodDisruptionBudgets, which preemption respects when it has a choice."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, budget: Budget) -> None:
+        with self.s.cache.lock:
+            self.s.pdbs[budget.key] = budget
+
+    def on_update(self, old: Budget, new: Budget) -> None:
+        self.on_add(new)
+
+    def on_delete(self, budget: Budget) -> None:
+        with self.s.cache.lock:
+            self.s.pdbs.pop(budget.key, None)
 
 
 class PodGroupEvents:

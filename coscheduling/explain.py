@@ -45,6 +45,8 @@ def _member_row(pod: dict[str, Any], event: dict[str, Any] | None) -> list[str]:
             why = condition.get("message", "")
     if node != "-":
         state, why = ("bound" if phase == "Pending" else phase.lower()), ""
+    elif status.get("nominatedNodeName"):
+        state = f"nominated to {status['nominatedNodeName']}"
     elif event is not None and event.get("reason") == "Waiting":
         state, why = "waiting", event.get("message", why)
     else:

@@ -152,11 +152,21 @@ class SchedulerMetrics:
             "coscheduling_gangs_waiting", "Gangs with members waiting at Permit.")
         self.gangs_frozen = Gauge(
             "coscheduling_gangs_frozen", "Gangs frozen after a failed attempt.")
+        # kube-scheduler's preemption metrics, plus how many preemptions were for a gang.
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster "
+            "till now")
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims", "Number of selected preemption victims", (),
+            exponential_buckets(1, 2, 7))
+        self.gang_preemptions = Counter(
+            "coscheduling_gang_preemptions_total", "Preemptions made for a whole gang.")
         self.all: list[_Metric] = [
             self.schedule_attempts, self.attempt_duration, self.pending_pods,
             self.extension_point_duration, self.permit_wait_duration, self.pods_bound,
             self.gang_released, self.gang_rejected, self.gang_timed_out,
             self.gang_schedule_duration, self.gangs_waiting, self.gangs_frozen,
+            self.preemption_attempts, self.preemption_victims, self.gang_preemptions,
         ]
 
     def observe_extension_point(self, point: str, status: Status, seconds: float) -> None:

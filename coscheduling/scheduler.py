@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from cachetools import LRUCache
 
 from coscheduling.cache import Cache
 from coscheduling.cluster.client import ApiError
@@ -29,13 +31,16 @@ from coscheduling.framework.waiting import WaitingPod, WaitingPods
 from coscheduling.metrics import SchedulerMetrics
 from coscheduling.placement import Placer
 from coscheduling.plugins.coscheduling.plugin import PERMITTED, REJECTION, Rejection
+from coscheduling.preemption.evict import ApiEvictor, Evictor
 from coscheduling.queue import SchedulingQueue
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
+    from coscheduling.cache import NodeInfo
     from coscheduling.cluster.client import KubeClient
     from coscheduling.cluster.reporter import Reporter
+    from coscheduling.preemption.pdb import Budget
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +104,15 @@ class Scheduler:
         self._threads: list[threading.Thread] = []
         self.active = threading.Event()  # cleared: watch and answer, but do not schedule
         self.active.set()
+        # What preemption reads and writes: PriorityClass values and PodDisruptionBudgets
+        # (from their watches), and the writer of evictions and nominations.
+        self.priority_classes: dict[str, int] = {}
+        self.pdbs: dict[str, Budget] = {}
+        # Uids of the pods preemption evicted (their room goes to the preemptor, not to a
+        # replacement of their own), the latest few thousand.
+        self._evicted: LRUCache[str, None] = LRUCache(maxsize=10_000)
+        self.evictor: Evictor | None = (
+            ApiEvictor(client, reporter, config.scheduler_name) if client is not None else None)
         # Leader election sets this; a bind goes out only while it answers True.
         self.may_bind: Callable[[], bool] = lambda: True
 
@@ -140,6 +154,40 @@ class Scheduler:
         except ApiError as err:
             return Status.error(f"binding {pod.key} to {node_name} failed: {err}")
         return Status()
+
+    def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
+        state = CycleState()
+        status = self.framework.pre_filter_except(state, pod, skip_plugin)
+        return status if not status.ok else self.framework.run_filter(state, pod, node)
+
+    def evicted_by_us(self, pod: Pod) -> bool:
+        return pod.uid in self._evicted
+
+    def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None:
+        if self.reporter is not None:
+            self.reporter.group_event(group, kind, reason, message)
+
+    def priority_class(self, name: str) -> int | None:
+        return self.priority_classes.get(name)
+
+    def budgets(self) -> Iterable[Budget]:
+        return list(self.pdbs.values())
+
+    def preemption_enabled(self) -> bool:
+        return any(p.name == "DefaultPreemption" for p in self.framework.post_filter_plugins)
+
+    def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
+        self.metrics.preemption_victims.observe(float(len(victims)))
+        for victim in victims:
+            self._evicted[victim.uid] = None
+        evictor = self.evictor
+        if evictor is not None and victims:
+            self._pool.submit(evictor.evict, list(victims), preemptor)
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        evictor = self.evictor
+        if evictor is not None:
+            self._pool.submit(evictor.nominate, pod, node_name)
 
     def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
         state = CycleState()

@@ -11,6 +11,7 @@ from coscheduling.api.namespaces import Namespace, parse_namespace
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.api.priorityclasses import PriorityClass, parse_priority_class
 from coscheduling.cluster.client import ClientSettings, KubeClient
 from coscheduling.cluster.fencing import BindingClient
 from coscheduling.cluster.groupstatus import GroupStatusWriter
@@ -19,15 +20,18 @@ from coscheduling.cluster.leaderelection import LeaderElector
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.eventhandlers import (
+    BudgetEvents,
     FinishedPodEvents,
     NamespaceEvents,
     NodeEvents,
     PodEvents,
     PodGroupEvents,
+    PriorityClassEvents,
 )
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.registry import default_registry
+from coscheduling.preemption.pdb import Budget, parse_budget
 from coscheduling.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,13 @@ class SchedulerService:
             Informer[Namespace](self.client, "/api/v1/namespaces", parse_namespace,
                                 lambda n: n.name, NamespaceEvents(s), name="namespaces",
                                 watch_read_timeout=WATCH_TIMEOUT),
+            Informer[PriorityClass](self.client, "/apis/scheduling.k8s.io/v1/priorityclasses",
+                                    parse_priority_class, lambda c: c.name,
+                                    PriorityClassEvents(s), name="priorityclasses",
+                                    watch_read_timeout=WATCH_TIMEOUT),
+            Informer[Budget](self.client, "/apis/policy/v1/poddisruptionbudgets", parse_budget,
+                             lambda b: b.key, BudgetEvents(s), name="poddisruptionbudgets",
+                             watch_read_timeout=WATCH_TIMEOUT),
             Informer[PodGroup](self.client, PODGROUPS_PATH, parse_podgroup, lambda g: g.key,
                                PodGroupEvents(s), name="podgroups",
                                watch_read_timeout=WATCH_TIMEOUT),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coscheduling.api.nodes import Node, parse_node
@@ -55,8 +55,13 @@ class SimCluster:
                                  "enabled": [{"name": "RecordingBinder"}]}},
         }
         for key, value in (config or {}).items():
-            doc[key] = value
+            if key == "plugins":  # the recording binder stays, whatever else a test enables
+                doc[key] = {**value, **doc[key]}
+            else:
+                doc[key] = value
         self.scheduler = Scheduler(parse_config(doc, registry), registry, client=None)
+        self.evictions = RecordingEvictor(self)
+        self.scheduler.evictor = self.evictions
         self.pods = PodEvents(self.scheduler)
         self.nodes = NodeEvents(self.scheduler)
         self.groups = PodGroupEvents(self.scheduler)
@@ -68,9 +73,11 @@ class SimCluster:
 
     # -- objects ---------------------------------------------------------------------------
     def add_node(self, name: str, cpu: str = "8", memory: str = "32Gi", pods: int = 110,
-                 **extra: str) -> Node:
+                 labels: Mapping[str, str] | None = None, **extra: str) -> Node:
         alloc = {"cpu": cpu, "memory": memory, "pods": str(pods), **extra}
-        node = parse_node({"metadata": {"name": name, "uid": name, "resourceVersion": "1"},
+        node = parse_node({"metadata": {"name": name, "uid": name, "resourceVersion": "1",
+                                        "labels": {"kubernetes.io/hostname": name,
+                                                   **(labels or {})}},
                            "status": {"allocatable": alloc}})
         self.nodes.on_add(node)
         return node
@@ -79,8 +86,12 @@ class SimCluster:
         self.nodes.on_delete(node)
 
     def add_group(self, name: str, min_member: int, namespace: str = "ns",
-                  max_schedule_time: str | None = None, created: str = "") -> PodGroup:
-        spec: dict[str, Any] = {"minMember": min_member}
+                  max_schedule_time: str | None = None, created: str = "",
+                  topology: Mapping[str, Any] | None = None,
+                  **more_spec: Any) -> PodGroup:
+        spec: dict[str, Any] = {"minMember": min_member, **more_spec}
+        if topology is not None:
+            spec["topology"] = dict(topology)
         if max_schedule_time:
             spec["maxScheduleTime"] = max_schedule_time
         self._seq += 1
@@ -94,16 +105,21 @@ class SimCluster:
         return group
 
     def add_pod(self, name: str, cpu: str = "1", group: str = "", priority: int = 0,
-                namespace: str = "ns", memory: str = "1Gi", **extra: str) -> Pod:
+                namespace: str = "ns", memory: str = "1Gi",
+                requests: Mapping[str, str] | None = None, never_preempt: bool = False,
+                labels: Mapping[str, str] | None = None, **extra: str) -> Pod:
+        """A pod asking for cpu, memory and ``extra``, or exactly ``requests`` if given."""
         self._seq += 1
-        labels = {GROUP_LABEL: group} if group else {}
+        labels = {**(labels or {}), **({GROUP_LABEL: group} if group else {})}
+        asked = dict(requests) if requests is not None else {"cpu": cpu, "memory": memory,
+                                                             **extra}
         pod = parse_pod({
             "metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}",
                          "labels": labels, "resourceVersion": str(self._seq),
                          "creationTimestamp": _stamp(self._seq)},
             "spec": {"schedulerName": "batch-scheduler", "priority": priority,
-                     "containers": [{"name": "c", "resources": {"requests": {
-                         "cpu": cpu, "memory": memory, **extra}}}]},
+                     "preemptionPolicy": "Never" if never_preempt else "PreemptLowerPriority",
+                     "containers": [{"name": "c", "resources": {"requests": asked}}]},
         })
         self.pods.on_add(pod)
         return pod
@@ -158,7 +174,8 @@ class SimCluster:
 
     # -- running ---------------------------------------------------------------------------
     def run(self, idle_rounds: int = 3, max_seconds: float = 30.0) -> None:
-        """Schedule until nothing is left to try (waiting pods may still wait)."""
+        """Schedule until nothing is left to try (waiting pods may still wait); evicted pods
+        finish terminating whenever the loop is idle, as their kubelets would."""
         deadline = time.monotonic() + max_seconds
         idle = 0
         while idle < idle_rounds and time.monotonic() < deadline:
@@ -167,6 +184,9 @@ class SimCluster:
                 idle = 0
                 continue
             self.settle()
+            if self.evictions.finish():
+                idle = 0
+                continue
             counts = self.scheduler.queue.counts()
             idle = idle + 1 if counts["active"] + counts["backoff"] == 0 else 0
         self.settle()
@@ -186,6 +206,54 @@ class SimCluster:
 
     def close(self) -> None:
         self.scheduler.stop()
+
+
+class RecordingEvictor:
+    """Preemption's writes in the simulation: victims are recorded, and checked at once
+    against the gang rule (a gang keeps minMember bound members or loses them all); their
+    deletion finishes when the loop is next idle, as a kubelet would finish it."""
+
+    def __init__(self, sim: SimCluster) -> None:
+        self.sim = sim
+        self.by: list[tuple[str, list[str]]] = []  # (preemptor, victim keys), in order
+        self.nominated: dict[str, str] = {}
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+
+    def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
+        keys = sorted(p.key for p in victims)
+        with self._lock:
+            self.by.append((preemptor, keys))
+            self._pending += keys
+        self._check_gangs(victims)
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        self.nominated[pod.key] = node_name
+
+    @property
+    def victims(self) -> list[str]:
+        return [key for _, keys in self.by for key in keys]
+
+    def _check_gangs(self, victims: Sequence[Pod]) -> None:
+        s = self.sim.scheduler
+        gone = {p.key for p in victims}
+        for group_key in {p.group_key for p in victims if p.group_key}:
+            group = s.podgroup(group_key)
+            if group is None:
+                continue
+            bound = [m for m in s.cache.group_pods(group_key) if m.node_name]
+            left = [m for m in bound if m.key not in gone]
+            if 0 < len(left) < group.min_member:
+                self.sim.violations.append(
+                    f"preemption left {group_key} with {len(left)}/{group.min_member} bound")
+
+    def finish(self) -> bool:
+        """Delete the evicted pods that are still there; True if any was."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for key in pending:
+            self.sim.delete_pod(key)
+        return bool(pending)
 
 
 def _stamp(seq: int) -> str:

@@ -28,6 +28,8 @@ PHASE_UNKNOWN = "Unknown"
 TOPOLOGY_REQUIRED = "Required"
 TOPOLOGY_PREFERRED = "Preferred"
 MAX_TOPOLOGY_KEYS = 8
+DEFAULT_REPLACEMENT_HOLD_SECONDS = 30
+MAX_REPLACEMENT_HOLD_SECONDS = 3600
 # A label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -59,6 +61,8 @@ class PodGroup:
     max_schedule_time: float | None = None
     priority_class_name: str = ""
     topology: Topology | None = None
+    # How long a running gang's lost member's room is held for its replacement (0: never).
+    replacement_hold_seconds: int = DEFAULT_REPLACEMENT_HOLD_SECONDS
     phase: str = ""
     occupied_by: str = ""
     errors: tuple[str, ...] = ()
@@ -120,6 +124,13 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
         errors.append(f"spec.priorityClassName: {priority_class!r} is not a valid name")
     else:
         group.priority_class_name = str(priority_class)
+    hold = spec.get("replacementHoldSeconds", DEFAULT_REPLACEMENT_HOLD_SECONDS)
+    if (isinstance(hold, bool) or not isinstance(hold, int)
+            or not 0 <= hold <= MAX_REPLACEMENT_HOLD_SECONDS):
+        errors.append(f"spec.replacementHoldSeconds: must be an integer from 0 to "
+                      f"{MAX_REPLACEMENT_HOLD_SECONDS}, got {hold!r}")
+    else:
+        group.replacement_hold_seconds = hold
     if spec.get("topology") is not None:
         try:
             group.topology = parse_topology(spec["topology"])

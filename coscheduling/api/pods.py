@@ -54,6 +54,8 @@ class Pod:
     phase: str = "Pending"
     deleting: bool = False
     priority: int = 0
+    # "Never": the pod waits for room instead of evicting lower-priority pods.
+    preemption_policy: str = "PreemptLowerPriority"
     created: float = 0.0
     labels: dict[str, str] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
@@ -285,6 +287,11 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise ValueError(f"must be an integer, got {priority!r}")
         pod.priority = priority
+        field = "spec.preemptionPolicy"
+        policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
+        if policy not in ("PreemptLowerPriority", "Never"):
+            raise ValueError(f"must be PreemptLowerPriority or Never, got {policy!r}")
+        pod.preemption_policy = str(policy)
         field = "spec.nodeSelector"
         pod.node_selector = {str(k): str(v)
                              for k, v in _mapping(spec.get("nodeSelector")).items()}

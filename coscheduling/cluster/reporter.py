@@ -15,10 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.times import format_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
 
 if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,9 @@ class Report:
     reason: str
     message: str
     condition: bool = False
+    # What the event is about: a Pod, or (for gang-wide news) a PodGroup.
+    api_version: str = "v1"
+    object_kind: str = "Pod"
 
     @classmethod
     def about(cls, pod: Pod, kind: str, reason: str, message: str, *,
@@ -71,7 +76,7 @@ class Reporter:
             return
         self._reported[pod.uid] = message
         delay = self.waiting_delay if pod.group_key else 0.0
-        self._submit(pod, delay, Report.about(pod, "Warning", "FailedScheduling", message,
+        self._submit(pod.key, delay, Report.about(pod, "Warning", "FailedScheduling", message,
                                               condition=True))
 
     def waiting(self, pod: Pod, node_name: str, message: str) -> None:
@@ -80,13 +85,23 @@ class Reporter:
         if self._reported.get(pod.uid) == text:
             return
         self._reported[pod.uid] = text
-        self._submit(pod, self.waiting_delay,
+        self._submit(pod.key, self.waiting_delay,
                      Report.about(pod, "Normal", "Waiting", text, condition=True))
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         self._reported.pop(pod.uid, None)
         text = f"Successfully assigned {pod.key} to {node_name}"
-        self._submit(pod, 0.0, Report.about(pod, "Normal", "Scheduled", text))
+        self._submit(pod.key, 0.0, Report.about(pod, "Normal", "Scheduled", text))
+
+    def event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
+        """An event about ``pod`` alone (no condition), such as Preempted on a victim."""
+        self._submit(pod.key, 0.0, Report.about(pod, kind, reason, message))
+
+    def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None:
+        """An event about a PodGroup (a released hold, say)."""
+        self._submit(f"podgroup:{group.key}", 0.0, Report(
+            group.namespace, group.name, group.uid, kind, reason, message,
+            api_version=f"{GROUP_API}/{GROUP_VERSION}", object_kind="PodGroup"))
 
     def forget(self, pod: Pod) -> None:
         self._reported.pop(pod.uid, None)
@@ -94,9 +109,8 @@ class Reporter:
             self._pending.pop(pod.key, None)
 
     # -- writing --------------------------------------------------------------------------
-    def _submit(self, pod: Pod, delay: float, report: Report) -> None:
-        """Queue the pod's latest report; an older unsent one for the pod is dropped."""
-        key = pod.key  # one string for the map and the heap
+    def _submit(self, key: str, delay: float, report: Report) -> None:
+        """Queue an object's latest report; an older unsent one for it is dropped."""
         with self._lock:
             if len(self._pending) >= MAX_PENDING and key not in self._pending:
                 return  # never block the scheduler; the next state change reports again
@@ -152,8 +166,9 @@ class Reporter:
             "kind": "Event",
             "metadata": {"name": f"{report.name}.{time.time_ns():x}",
                          "namespace": report.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": report.namespace,
-                               "name": report.name, "uid": report.uid},
+            "involvedObject": {"apiVersion": report.api_version, "kind": report.object_kind,
+                               "namespace": report.namespace, "name": report.name,
+                               "uid": report.uid},
             "reason": report.reason,
             "message": report.message[:1024],
             "type": report.kind,

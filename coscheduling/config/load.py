@@ -41,10 +41,11 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
     "preFilter": [("UnsupportedFields", 0), ("Coscheduling", 0), ("NodeAffinity", 0),
                   ("NodePorts", 0), ("NodeResourcesFit", 0), ("PodTopologySpread", 0),
                   ("InterPodAffinity", 0)],
-    "filter": [("NodeUnschedulable", 0), ("NodeName", 0), ("TaintToleration", 0),
+    "filter": [("Coscheduling", 0), ("NodeUnschedulable", 0), ("NodeName", 0),
+               ("TaintToleration", 0),
                ("NodeAffinity", 0), ("NodePorts", 0), ("NodeResourcesFit", 0),
                ("PodTopologySpread", 0), ("InterPodAffinity", 0)],
-    "postFilter": [("Coscheduling", 0)],
+    "postFilter": [("Coscheduling", 0), ("DefaultPreemption", 0)],
     # kube-scheduler's default weights.
     "score": [("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
               ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
@@ -241,6 +242,12 @@ def _plugins(raw: object, registry: Registry) -> Plugins:
                           f"exactly one QueueSort plugin must be enabled, got {len(queue_sort)}")
     if not chosen["bind"]:
         raise ConfigError("plugins.bind", "at least one Bind plugin must be enabled")
+    gang_points = {p for p in ("preFilter", "filter")
+                   if any(n == "Coscheduling" for n, _ in chosen[p])}
+    if gang_points == {"preFilter"}:
+        raise ConfigError("plugins.filter", "Coscheduling must be enabled at filter while it is "
+                          "enabled at preFilter: its Filter keeps a gang inside the topology "
+                          "domain it was admitted into")
     return Plugins(
         queue_sort=queue_sort[0][0],
         pre_filter=tuple(n for n, _ in chosen["preFilter"]),

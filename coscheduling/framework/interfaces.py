@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from coscheduling.framework.cycle_state import CycleState
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from coscheduling.cache import Cache, NodeInfo
     from coscheduling.framework.waiting import WaitingPods
     from coscheduling.metrics import SchedulerMetrics
+    from coscheduling.preemption.pdb import Budget
 
 MAX_NODE_SCORE = 100
 
@@ -37,6 +38,34 @@ class Handle(Protocol):
 
     def activate(self, pod_keys: Iterable[str]) -> None:
         """Move pending pods back to the active queue (e.g. siblings of a gang)."""
+
+    def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
+        """PreFilter (every plugin but ``skip_plugin``) and Filter of ``pod`` on one node,
+        from a fresh cycle state: what preemption asks of a node with its victims gone."""
+
+    def evicted_by_us(self, pod: Pod) -> bool:
+        """Whether ``pod`` was evicted by this scheduler's preemption."""
+
+    def capacity_freed(self) -> None:
+        """Room appeared: frozen gangs and parked pods may try again."""
+
+    def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None:
+        """Record an event about a PodGroup."""
+
+    def priority_class(self, name: str) -> int | None:
+        """The value of the PriorityClass ``name`` (None if there is none)."""
+
+    def budgets(self) -> Iterable[Budget]:
+        """The PodDisruptionBudgets of the cluster."""
+
+    def preemption_enabled(self) -> bool:
+        """Whether the profile preempts (DefaultPreemption is among its PostFilters)."""
+
+    def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
+        """Evict ``victims`` for ``preemptor`` through the API (asynchronously)."""
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        """Record the node ``pod`` waits for (status.nominatedNodeName)."""
 
     def now(self) -> float:
         """Wall-clock seconds; plugins take time from here so tests can reason about it."""
@@ -158,6 +187,10 @@ class ClusterEventsPlugin(Plugin):
         return []
 
     def node_deleted(self, node_name: str, stranded: list[Pod]) -> list[str]:
+        return []
+
+    def pod_lost(self, pod: Pod) -> list[str]:
+        """A bound pod was deleted or failed (``pod`` is its last record)."""
         return []
 
     def housekeeping(self, now: float) -> list[str]:

@@ -62,6 +62,7 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
+    "disruption-controller",  # PodDisruptionBudget status, which preemption respects
 )
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from coscheduling.framework.registry import Registry
 from coscheduling.plugins import coscheduling as gang
 from coscheduling.plugins.defaultbinder import DefaultBinder
+from coscheduling.plugins.defaultpreemption import DefaultPreemption
+from coscheduling.plugins.ganglocality import GangLocality
 from coscheduling.plugins.imagelocality import ImageLocality
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
 from coscheduling.plugins.interpodaffinity import validate_args as affinity_args
@@ -33,7 +35,7 @@ def default_registry() -> Registry:
     registry.register(InterPodAffinity.name, InterPodAffinity, affinity_args)
     registry.register(PodTopologySpread.name, PodTopologySpread, spread_args)
     registry.register(UnsupportedFields.name, UnsupportedFields)
-    for plugin in (DefaultBinder, NodeAffinity, NodeName, NodePorts, NodeUnschedulable,
-                   PrioritySort, TaintToleration):
+    for plugin in (DefaultBinder, DefaultPreemption, GangLocality, NodeAffinity, NodeName,
+                   NodePorts, NodeUnschedulable, PrioritySort, TaintToleration):
         registry.register(plugin.name, plugin)
     return registry

@@ -54,7 +54,7 @@ def test_plugin_merge_disable_enable_and_weights() -> None:
     assert config.plugins.score == {"NodeResourcesFit": 5}
     assert config.plugins.queue_sort == "PrioritySort"
     assert "NodePorts" not in config.plugins.filter
-    assert config.plugins.filter[0] == "NodeUnschedulable"
+    assert config.plugins.filter[:2] == ("Coscheduling", "NodeUnschedulable")
 
 
 def test_grpc_authorization_lists_and_reservation_timeout() -> None:

@@ -134,28 +134,46 @@ def test_surplus_members_schedule_after_the_gang(sim: SimCluster) -> None:
     assert sim.bound_in_group("g") == 4
 
 
+RACK = "example.com/rack"
+ZONE = "topology.kubernetes.io/zone"
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_randomized_gangs_never_partial_never_overcommit_never_stall(seed: int) -> None:
+    """Random gangs, some of them held to one rack or zone (spec.topology), on random racks
+    and zones (some nodes have no rack label)."""
     rng = random.Random(seed)
     sim = SimCluster({"podInitialBackoffSeconds": 0.01, "podMaxBackoffSeconds": 0.05})
     try:
+        labels: dict[str, dict[str, str]] = {}
         for n in range(rng.randint(3, 8)):
-            sim.add_node(f"n{n}", cpu=str(rng.choice([2, 4, 8, 16])))
+            labels[f"n{n}"] = {ZONE: f"z{n % 2}"}
+            if rng.random() < 0.8:
+                labels[f"n{n}"][RACK] = f"r{rng.randint(0, 2)}"
+            sim.add_node(f"n{n}", cpu=str(rng.choice([2, 4, 8, 16])), labels=labels[f"n{n}"])
         gangs: dict[str, tuple[int, int]] = {}
+        topologies: dict[str, tuple[str, list[str]]] = {}
         for g in range(rng.randint(5, 15)):
             size, cpu = rng.randint(1, 8), rng.choice([1, 2, 3])
             gangs[f"g{g}"] = (size, cpu)
-            sim.add_group(f"g{g}", size)
+            topology = None
+            if rng.random() < 0.4:
+                mode = rng.choice(["Required", "Preferred"])
+                keys = rng.choice([[RACK], [ZONE], [RACK, ZONE]])
+                topologies[f"g{g}"] = (mode, keys)
+                topology = {"mode": mode, "keys": keys}
+            sim.add_group(f"g{g}", size, topology=topology)
         members = [(g, i) for g, (size, _) in gangs.items() for i in range(size)]
         rng.shuffle(members)
         for g, i in members:
             sim.add_pod(f"{g}-{i}", cpu=str(gangs[g][1]), group=g)
         for _round in range(4):
             sim.run()
-            _check_no_stall(sim, gangs)
+            _check_no_stall(sim, gangs, topologies, labels)
             placed = [g for g in gangs if sim.bound_in_group(g)]
             for g in placed:
                 assert sim.bound_in_group(g) >= gangs[g][0], f"{g} partially bound"
+                _check_one_domain(sim, g, gangs[g][0], topologies, labels)
             # Delete some placed gangs: waiting gangs that now fit must get in.
             for g in rng.sample(placed, k=len(placed) // 2):
                 for i in range(gangs[g][0]):
@@ -166,9 +184,24 @@ def test_randomized_gangs_never_partial_never_overcommit_never_stall(seed: int) 
         sim.close()
 
 
-def _check_no_stall(sim: SimCluster, gangs: dict[str, tuple[int, int]]) -> None:
-    """If some pending gang would fit in today's free room on its own, something is wrong:
-    the scheduler stopped while it could still place a gang (a deadlock or lost wake-up)."""
+def _check_one_domain(sim: SimCluster, g: str, size: int,
+                      topologies: dict[str, tuple[str, list[str]]],
+                      labels: dict[str, dict[str, str]]) -> None:
+    """A Required gang sits in one domain of one of its keys."""
+    if g not in topologies or topologies[g][0] != "Required":
+        return
+    nodes = {sim.bound[f"ns/{g}-{i}"] for i in range(size)}
+    assert any(len({labels[n].get(key) for n in nodes} - {None}) == 1
+               and all(key in labels[n] for n in nodes)
+               for key in topologies[g][1]), f"{g} spans domains: {nodes}"
+
+
+def _check_no_stall(sim: SimCluster, gangs: dict[str, tuple[int, int]],
+                    topologies: dict[str, tuple[str, list[str]]],
+                    labels: dict[str, dict[str, str]]) -> None:
+    """If some pending gang would fit in today's free room on its own (inside one domain,
+    for a Required gang), something is wrong: the scheduler stopped while it could still
+    place a gang (a deadlock or lost wake-up)."""
     free = {}
     for info in sim.scheduler.cache.nodes():
         assert info.node is not None
@@ -176,8 +209,15 @@ def _check_no_stall(sim: SimCluster, gangs: dict[str, tuple[int, int]]) -> None:
     for g, (size, cpu) in gangs.items():
         if sim.bound_in_group(g):
             continue
-        slots = sum(room // (cpu * 1000) for room in free.values())
-        assert slots < size, f"gang {g} ({size}x{cpu} cpu) fits in free room {free} but waits"
+        pools: list[list[str]] = [list(free)]
+        if g in topologies and topologies[g][0] == "Required":
+            pools = []
+            for key in topologies[g][1]:
+                for value in {labels[n][key] for n in free if key in labels[n]}:
+                    pools.append([n for n in free if labels[n].get(key) == value])
+        for pool in pools:
+            slots = sum(free[n] // (cpu * 1000) for n in pool)
+            assert slots < size, f"gang {g} ({size}x{cpu} cpu) fits in {pool} but waits"
 
 
 def test_members_go_to_the_nodes_admission_claimed_for_them(sim: SimCluster) -> None:

@@ -218,7 +218,7 @@ def test_coscheduling_at_prefilter_needs_its_filter() -> None:
     doc = {"apiVersion": "config.batch.scheduler.tencent.com/v1",
            "kind": "SchedulerConfiguration",
            "plugins": {"filter": {"disabled": [{"name": "Coscheduling"}]}}}
-    with pytest.raises(ConfigError, match="plugins.filter"):
+    with pytest.raises(ConfigError, match=r"plugins\.filter"):
         parse_config(doc, default_registry())
 
 

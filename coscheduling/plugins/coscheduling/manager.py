@@ -20,18 +20,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cachetools import TTLCache
 
 from coscheduling.api.times import format_duration
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
+from coscheduling.plugins.coscheduling.topology import (
+    Domain,
+    describe,
+    domains,
+    largest,
+    leftover,
+    total_request,
+)
+from coscheduling.preemption.evaluator import describe_victims
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
     from coscheduling.framework.interfaces import Handle
+    from coscheduling.preemption import Preemption
 
 SelectNode = Callable[["Pod"], "tuple[str | None, str]"]
 """pod -> (the node its own cycle would pick, or None; why no node fits)."""
@@ -74,8 +84,24 @@ class GangState:
     timeouts: int = 0
     rejections: int = 0
     claimed: set[str] = field(default_factory=set)
+    # Pods this gang preempted (key -> uid) that have not gone yet; its claims wait for them.
+    victims: dict[str, str] = field(default_factory=dict)
+    # The topology domain the gang was admitted into (spec.topology); kept after the gang
+    # is released so later members join it, dropped when an attempt fails.
+    domain: Domain | None = None
     # Members that entered Wait during the current attempt.
     waited: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Room a running gang lost a member from, kept for the member's replacement: a claim in
+    the cache under ``key`` (a placeholder of the lost pod) on ``node`` until ``until``."""
+
+    key: str
+    node: str
+    until: float
+    lost: str
 
 
 @dataclass(frozen=True)
@@ -93,6 +119,7 @@ class GangManager:
         self.args = args
         self.plugin_name = plugin_name
         self.gangs: dict[str, GangState] = {}
+        self.holds: dict[str, list[Hold]] = {}
         self._frozen = _FreezeCache(
             maxsize=1_000_000, ttl=args.freeze_seconds if args.freeze_seconds > 0 else 1e-9,
             timer=time.monotonic,
@@ -177,35 +204,170 @@ class GangManager:
         members in queue order; ``pod`` is tried first. ``counts`` are the group's counts
         taken in the same locked step.
         """
+        members = self._missing(pod, group, candidates, counts)
+        if isinstance(members, str):
+            return members
+        why = self._place(group, members, select_node, counts)
+        if not why:
+            self._commit(group, members)
+        return why
+
+    def _missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
+                 counts: GangCounts) -> list[Pod] | str:
+        """The members to place now (``pod`` first), or why the gang must wait for more."""
         need = group.min_member - counts.placed - counts.waiting - counts.claimed
         if need <= 0:
-            return ""
+            return []
         chosen = [pod] + [c for c in candidates if c.key != pod.key]
         if len(chosen) < need:
             return (
                 f"waiting for member pods: {counts.members} of minMember {group.min_member} "
                 f"exist ({counts.placed} placed)"
             )
-        cache = self.handle.cache
+        return chosen[:need]
+
+    def _place(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
+               counts: GangCounts) -> str:
+        if group.topology is None:
+            return self._claim(group, members, select_node, counts)
+        return self._claim_in_domain(group, members, select_node, counts)
+
+    def _commit(self, group: PodGroup, members: list[Pod]) -> None:
+        """The members' claims are the gang's now; its attempt (and clock) starts."""
+        if not members:
+            return
         gang = self.state(group.key)
+        gang.claimed.update(m.key for m in members)
+        self.start_attempt(gang, group)
+        gang.attempts += 1
+        self.handle.group_changed(group.key)
+
+    # -- preemption ------------------------------------------------------------------------
+    def preempt(self, pod: Pod, group: PodGroup, select_node: SelectNode,
+                candidates: Iterable[Pod], counts: GangCounts, preemption: Preemption) -> str:
+        """Evict lower-priority pods so that every missing member fits, and claim the room
+        they free for the gang; returns what it did ("" when no eviction helps).
+
+        The members' placement is simulated on the cluster without the victims, with the
+        same admission (every filter, the gang's topology) the gang gets anyway, so an
+        eviction is never for nothing.
+        """
+        members = self._missing(pod, group, candidates, counts)
+        if isinstance(members, str) or not members:
+            return ""
+        self.handle.metrics.preemption_attempts.inc()
+
+        def place() -> str:
+            return self._place(group, members, select_node, counts)
+
+        victims = preemption.for_gang(group, members, place)
+        if victims is None:
+            return ""
+        cache = self.handle.cache
+        with cache.without(victims.pods):
+            if place():
+                return ""
+        self._commit(group, members)
+        gang = self.state(group.key)
+        gang.victims = {v.key: v.uid for v in victims.pods}
+        self.handle.evict(victims.pods, f"gang {group.key}")
+        for member in members:
+            self.handle.nominate(member, cache.claimed_node(member.key))
+        self.handle.metrics.gang_preemptions.inc()
+        gang.last_failure = (f"preempting {describe_victims(victims)} for the gang; its "
+                             f"{len(members)} missing members hold the room they free")
+        gang.last_failure_at = self.handle.now()
+        return gang.last_failure
+
+    def victims_left(self, group_key: str) -> int:
+        """How many of the pods the gang preempted still exist. When the last one goes,
+        the gang's clock starts again: the wait for victims is not its scheduling time."""
+        gang = self.gangs.get(group_key)
+        if gang is None or not gang.victims:
+            return 0
+        cache = self.handle.cache
+        gang.victims = {key: uid for key, uid in gang.victims.items()
+                        if (p := cache.pod(key)) is not None and p.uid == uid}
+        if not gang.victims:
+            group = self.handle.podgroup(group_key)
+            if group is not None and gang.deadline:
+                gang.started = self.handle.now()
+                gang.deadline = gang.started + self.timeout_for(group)
+        return len(gang.victims)
+
+    def _claim(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
+               counts: GangCounts) -> str:
+        """Place and claim ``members`` one after another; all of them, or none."""
+        cache = self.handle.cache
         made: list[str] = []
-        for member in chosen[:need]:
+        for member in members:
             node_name, why = select_node(member)
             if node_name is None:
                 for key in made:
                     cache.release_claim(key)
                 placed = counts.placed + counts.waiting + counts.claimed + len(made)
                 return (
-                    f"{need - len(made)}/{group.min_member} members of the gang cannot be "
-                    f"placed ({placed} placed or reserved): {why}"
+                    f"{len(members) - len(made)}/{group.min_member} members of the gang "
+                    f"cannot be placed ({placed} placed or reserved): {why}"
                 )
             cache.claim(member, node_name)
             made.append(member.key)
-        gang.claimed.update(made)
-        self.start_attempt(gang, group)
-        gang.attempts += 1
-        self.handle.group_changed(group.key)
         return ""
+
+    def _claim_in_domain(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
+                         counts: GangCounts) -> str:
+        """Claim ``members`` inside one domain: the narrowest key first, and within a key
+        the domain the gang fits most tightly. The gang's domain is what the Coscheduling
+        Filter holds its members to, during these trials and in their own cycles."""
+        topology = group.topology
+        assert topology is not None
+        cache = self.handle.cache
+        gang = self.state(group.key)
+        placed = cache.group_nodes(group.key)
+        need = total_request(members)
+        options: dict[str, list[str]] = {}
+        for key in topology.keys:
+            options = domains(cache, key, placed)
+            fits: list[tuple[float, str]] = []
+            for value in sorted(options):
+                gang.domain = Domain(key, value)
+                if self._claim(group, members, select_node, counts):
+                    continue
+                fits.append((leftover(cache, options[value], need), value))
+                for member in members:
+                    cache.release_claim(member.key)
+            if fits:
+                gang.domain = Domain(key, min(fits)[1])
+                why = self._claim(group, members, select_node, counts)
+                if why:
+                    gang.domain = None
+                return why
+        gang.domain = None
+        if not topology.required:
+            return self._claim(group, members, select_node, counts)
+        return self._no_domain(group, members, need, options, bool(placed))
+
+    def _no_domain(self, group: PodGroup, members: list[Pod], need: dict[str, int],
+                   widest: dict[str, list[str]], partly_placed: bool) -> str:
+        """Why a Required gang waits: its need against the largest domain's free room."""
+        assert group.topology is not None
+        keys = ", ".join(group.topology.keys)
+        head = (f"topology Required: no domain of {keys} can hold the gang's "
+                f"{len(members)} missing members")
+        if partly_placed and not widest:
+            return (f"{head}: the members already placed are not all in one domain of "
+                    f"{group.topology.keys[-1]}")
+        found = largest(self.handle.cache, widest, need)
+        if found is None:
+            return f"{head}: no node has the label {group.topology.keys[-1]}"
+        value, free = found
+        return (f"{head}, which need {describe(need)}; the largest, "
+                f"{group.topology.keys[-1]}={value}, has {describe(free)} free")
+
+    def domain_of(self, group_key: str) -> Domain | None:
+        """The domain the gang's members are held to (None: anywhere)."""
+        gang = self.gangs.get(group_key)
+        return gang.domain if gang is not None else None
 
     def start_attempt(self, gang: GangState, group: PodGroup) -> None:
         """The gang's clock starts with its first claim or waiting member."""
@@ -234,6 +396,8 @@ class GangManager:
         gang.rejections += 1
         waited = len(gang.waited)
         self.release(group_key)
+        gang.domain = None
+        gang.victims = {}
         rejected = []
         for member in self.handle.cache.group_pods(group_key):
             if self.handle.waiting_pods.reject(member.key, self.plugin_name,
@@ -278,7 +442,7 @@ class GangManager:
         have their own timer); returns (group, reason) for each one rejected here."""
         expired = []
         for key, gang in list(self.gangs.items()):
-            if gang.deadline and gang.deadline <= now:
+            if gang.deadline and gang.deadline <= now and not self.victims_left(key):
                 counts = self.counts(key)
                 if counts.waiting == 0:
                     waited = format_duration(round(now - gang.started))
@@ -289,7 +453,67 @@ class GangManager:
                 del self.gangs[key]
         return expired
 
+    # -- held slots for replacement members ------------------------------------------------
+    def hold(self, lost: Pod, group: PodGroup) -> Hold | None:
+        """A member of a gang that had reached minMember is gone (deleted, evicted by someone
+        else, failed): hold its room on its node for a new member of the group, so the next
+        pod in the queue does not take it and leave the gang one member short for good."""
+        if group.replacement_hold_seconds <= 0 or not lost.node_name:
+            return None
+        cache = self.handle.cache
+        bound = sum(1 for m in cache.group_pods(group.key)
+                    if m.node_name and not m.terminal and m.key != lost.key)
+        if bound + 1 < group.min_member or cache.node(lost.node_name) is None:
+            return None
+        placeholder = replace(lost, name=f"{lost.name}~held-{lost.uid[:8]}", node_name="")
+        cache.claim(placeholder, lost.node_name)
+        held = Hold(placeholder.key, lost.node_name,
+                    self.handle.now() + group.replacement_hold_seconds, lost.key)
+        self.holds.setdefault(group.key, []).append(held)
+        return held
+
+    def drop_holds_if_gone(self, group_key: str, lost: str) -> bool:
+        """A gang with no member bound any more is being torn down, not repaired: its holds
+        would only keep others out. True if holds were dropped."""
+        if group_key not in self.holds or any(
+                m.node_name and not m.terminal and m.key != lost
+                for m in self.handle.cache.group_pods(group_key)):
+            return False
+        for held in self.holds.pop(group_key):
+            self.handle.cache.release_claim(held.key)
+        return True
+
+    def take_hold(self, pod: Pod, fits: Callable[[str], bool]) -> str:
+        """Hand one of its gang's holds to ``pod``: a claim on the held node if it fits
+        there (its node, then; "" and the room set free otherwise)."""
+        holds = self.holds.get(pod.group_key)
+        if not holds:
+            return ""
+        held = holds.pop(0)
+        if not holds:
+            del self.holds[pod.group_key]
+        cache = self.handle.cache
+        cache.release_claim(held.key)
+        if fits(held.node):
+            cache.claim(pod, held.node)
+            return held.node
+        return ""
+
+    def expire_holds(self, now: float) -> list[tuple[str, Hold]]:
+        """Drop the holds whose time ran out; (group, hold) for each."""
+        expired = []
+        for group_key, holds in list(self.holds.items()):
+            for held in [h for h in holds if h.until <= now]:
+                holds.remove(held)
+                self.handle.cache.release_claim(held.key)
+                expired.append((group_key, held))
+            if not holds:
+                del self.holds[group_key]
+        return expired
+
     def forget_group(self, group_key: str) -> None:
+        for held in self.holds.pop(group_key, ()):
+            self.handle.cache.release_claim(held.key)
         self.release(group_key)
         self.gangs.pop(group_key, None)
         self._frozen.pop(group_key, None)

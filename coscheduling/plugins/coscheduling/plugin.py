@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +10,7 @@ from coscheduling.api.times import format_rfc3339
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
+    FilterPlugin,
     Handle,
     PermitPlugin,
     PostFilterPlugin,
@@ -19,12 +20,15 @@ from coscheduling.framework.interfaces import (
 )
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.plugins.coscheduling.args import parse_args
-from coscheduling.plugins.coscheduling.manager import GangManager
+from coscheduling.plugins.coscheduling.manager import GangCounts, GangManager
 from coscheduling.plugins.coscheduling.status import GroupView, build_status, occupied_by
+from coscheduling.preemption import Preemption
+from coscheduling.preemption.evaluator import NEVER
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
+    from coscheduling.cache import NodeInfo
 
 # CycleState keys the scheduler sets so Unreserve knows why a member failed
 # (a Rejection), and whether the pod had already been released (then its gang is intact).
@@ -43,13 +47,14 @@ def _uid(owner: str) -> str:
     return owner.rsplit("/", 1)[-1]
 
 
-class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePlugin,
-                   PermitPlugin, ClusterEventsPlugin):
+class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
+                   ReservePlugin, PermitPlugin, ClusterEventsPlugin):
     name = "Coscheduling"
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         self.handle = handle
         self.manager = GangManager(handle, parse_args(args), self.name)
+        self.preemption = Preemption(handle)
         self.partial_groups: set[str] = set()
 
     # -- QueueSort -----------------------------------------------------------------------
@@ -103,7 +108,14 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
                 f'PodGroup "{group_key}" is occupied by {occupant}; this pod belongs '
                 f"to {pod.owner or 'no controller'}, so it may not join the group")
         manager = self.manager
+        if group_key in manager.holds and not cache.claimed_node(pod.key):
+            manager.take_hold(pod, lambda node: self._fits_on(pod, node))
         counts = manager.counts(group_key)
+        victims = manager.victims_left(group_key)
+        if victims:
+            return Status.unschedulable(
+                f'PodGroup "{group_key}": waiting for {victims} pod(s) it preempted to '
+                "terminate; its members hold the room they free")
         if counts.placed + counts.waiting + counts.claimed >= group.min_member:
             return SUCCESS  # the gang is complete or fully reserved: this member may go
         if self.handle.cache.claimed_node(pod.key):
@@ -124,6 +136,9 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         why = manager.admit(pod, group, self._select_node, candidates, counts)
         if why:
             if not why.startswith("waiting for member pods"):
+                preempting = self._preempt(pod, group, candidates, counts)
+                if preempting:
+                    return Status.unschedulable(f'PodGroup "{group_key}": {preempting}')
                 manager.freeze(group_key, why)
                 gang = manager.state(group_key)
                 gang.last_failure, gang.last_failure_at = why, self.handle.now()
@@ -131,11 +146,38 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         self.handle.activate(p.key for p in candidates)
         return SUCCESS
 
+    def _preempt(self, pod: Pod, group: PodGroup, candidates: list[Pod],
+                 counts: GangCounts) -> str:
+        """The gang preempts as one, when the profile preempts and no member says Never."""
+        if not self.handle.preemption_enabled() or any(
+                p.preemption_policy == NEVER for p in (pod, *candidates)):
+            return ""
+        return self.manager.preempt(pod, group, self._select_node, candidates, counts,
+                                    self.preemption)
+
+    def _fits_on(self, pod: Pod, node_name: str) -> bool:
+        info = self.handle.cache.node(node_name)
+        return info is not None and self.handle.filter_node(pod, info, self.name).ok
+
     def _eligible(self, pod: Pod) -> bool:
         return not pod.gated and not pod.deleting and not pod.parse_error
 
     def _select_node(self, pod: Pod) -> tuple[str | None, str]:
         return self.handle.select_node(pod, skip_plugin=self.name)
+
+    # -- Filter --------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        """A member of a gang placed by topology stays inside the gang's domain."""
+        domain = self.manager.domain_of(pod.group_key) if pod.group_key else None
+        if domain is None or node.node is None or node.node.labels.get(domain.key) == domain.value:
+            return SUCCESS
+        return Status.unschedulable(f"node(s) outside the gang's topology domain {domain}",
+                                    plugin=self.name)
+
+    def sign(self, pod: Pod) -> Hashable:
+        """Filter reads the node's labels and the gang's domain only."""
+        domain = self.manager.domain_of(pod.group_key) if pod.group_key else None
+        return () if domain is None else (domain.key, domain.value)
 
     # -- PostFilter ----------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]) -> Status:
@@ -213,7 +255,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
 
     def node_deleted(self, node_name: str, stranded: list[Pod]) -> list[str]:
         """Claims or waiting members on a vanished node void their gang's attempt."""
-        groups = {p.group_key for p in stranded if p.group_key}
+        cache = self.handle.cache
+        groups = {p.group_key for p in stranded if p.group_key and cache.pod(p.key) is not None}
         for waiting in self.handle.waiting_pods:
             if waiting.node_name == node_name and waiting.pod.group_key:
                 groups.add(waiting.pod.group_key)
@@ -221,7 +264,29 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
             self.manager.reject(group_key, f"node {node_name} was deleted", freeze=False)
         return sorted(groups)
 
+    def pod_lost(self, pod: Pod) -> list[str]:
+        """Hold a running gang's lost member's room for its replacement (not when this
+        scheduler evicted it: that room is the preemptor's)."""
+        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
+        if group is None or pod.phase == "Succeeded" or self.handle.evicted_by_us(pod):
+            return []
+        held = self.manager.hold(pod, group)
+        if self.manager.drop_holds_if_gone(group.key, pod.key) or held is None:
+            return []
+        self.handle.group_changed(group.key)
+        return [group.key]
+
     def housekeeping(self, now: float) -> list[str]:
+        released = self.manager.expire_holds(now)
+        for group_key, held in released:
+            group = self.handle.podgroup(group_key)
+            if group is not None:
+                self.handle.group_event(
+                    group, "Normal", "HoldReleased",
+                    f"no replacement for {held.lost} arrived in time; its room on node "
+                    f"{held.node} is free again")
+        if released:
+            self.handle.capacity_freed()
         expired = [key for key, _ in self.manager.expire(now)]
         thawed = self.manager.expire_frozen()
         for key in thawed:
@@ -250,5 +315,6 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
                 frozen_until=manager.frozen_until(group_key),
                 frozen_reason=frozen[1] if frozen is not None else "",
                 timeout=manager.timeout_for(group),
+                holds=tuple(manager.holds.get(group_key, ())),
             )
             return build_status(view)

@@ -18,7 +18,7 @@ from coscheduling.api.times import format_duration, format_rfc3339
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.plugins.coscheduling.manager import GangCounts, GangState
+    from coscheduling.plugins.coscheduling.manager import GangCounts, GangState, Hold
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class GroupView:
     frozen_until: float
     frozen_reason: str
     timeout: float
+    holds: Sequence[Hold] = ()
 
 
 def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, str]:
@@ -92,6 +93,11 @@ def build_status(view: GroupView) -> dict[str, Any]:
                 f"{gang.timed_out_waiting} members were waiting when maxScheduleTime "
                 f"({format_duration(view.timeout)}) ran out at "
                 f"{format_rfc3339(gang.timed_out_at)}"))
+    if view.holds:
+        conditions.append(_condition(
+            "ReplacementHeld", True, "MemberLost", "; ".join(
+                f"room of {h.lost} held on node {h.node} for a new member until "
+                f"{format_rfc3339(h.until)}" for h in view.holds)))
     status: dict[str, Any] = {
         "phase": phase, "scheduled": bound + succeeded + failed, "running": running,
         "succeeded": succeeded, "failed": failed, "conditions": conditions,

@@ -1,0 +1,128 @@
+"""Preemption as the plugins ask for it: for one pod on one node, or for a whole gang.
+
+The victim search itself is in :mod:`.search`; this module knows the scheduler: which pods
+may be evicted (:mod:`.units`), what a gang's priority is, which evictions break a
+PodDisruptionBudget, and whether a preemptor is already waiting for its victims to go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from coscheduling.framework.status import Code, Status
+from coscheduling.preemption import pdb
+from coscheduling.preemption.search import Victims, best, choose
+from coscheduling.preemption.units import Unit, eviction_units
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.framework.interfaces import Handle
+
+NEVER = "Never"
+
+
+class Preemption:
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        # Pods that preempted -> their victims (key -> uid) not seen gone yet.
+        self._victims: dict[str, dict[str, str]] = {}
+
+    # -- who may preempt whom -------------------------------------------------------------
+    def gang_priority(self, group: PodGroup, members: Sequence[Pod]) -> int:
+        """The PodGroup's PriorityClass if it names one that exists, else its highest
+        member's priority."""
+        if group.priority_class_name:
+            value = self.handle.priority_class(group.priority_class_name)
+            if value is not None:
+                return value
+        return max((m.priority for m in members), default=0)
+
+    def units(self, priority: int, own_group: str = "") -> list[Unit]:
+        return eviction_units(self.handle.cache.pods(), priority, own_group,
+                              self.handle.podgroup, self.gang_priority)
+
+    def violations(self, pods: Sequence[Pod]) -> set[str]:
+        return pdb.violations(self.handle.budgets(), pods)
+
+    def refusal(self, pod: Pod) -> str:
+        """Why ``pod`` may not preempt now ("" if it may): its policy says Never, or it
+        already evicted pods on its nominated node that have not gone yet."""
+        if pod.preemption_policy == NEVER:
+            return "preemptionPolicy is Never"
+        left = self.victims_left(pod.key)
+        if left:
+            return (f"waiting for the {left} pod(s) it preempted to terminate (nominated "
+                    f"node {self.handle.cache.claimed_node(pod.key) or 'released'})")
+        return ""
+
+    def remember(self, preemptor: str, victims: Victims) -> None:
+        self._victims[preemptor] = {p.key: p.uid for p in victims.pods}
+
+    def victims_left(self, preemptor: str) -> int:
+        """How many of ``preemptor``'s victims still exist (forgotten once all are gone)."""
+        victims = self._victims.get(preemptor)
+        if not victims:
+            return 0
+        cache = self.handle.cache
+        left = {key: uid for key, uid in victims.items()
+                if (p := cache.pod(key)) is not None and p.uid == uid}
+        if left:
+            self._victims[preemptor] = left
+        else:
+            del self._victims[preemptor]
+        return len(left)
+
+    # -- searching ------------------------------------------------------------------------
+    def for_pod(self, pod: Pod,
+                filtered: Mapping[str, Status]) -> tuple[str, Victims] | None:
+        """The node to preempt on and its victims, among the nodes where ``pod`` failed
+        only for reasons evictions can change."""
+        cache = self.handle.cache
+        by_node: dict[str, list[Unit]] = {}
+        for unit in self.units(pod.priority):
+            for node_name in {p.node_name for p in unit.pods}:
+                by_node.setdefault(node_name, []).append(unit)
+        candidates = []
+        for node_name, status in filtered.items():
+            info = cache.node(node_name)
+            units = by_node.get(node_name)
+            if status.code != Code.UNSCHEDULABLE or info is None or not units:
+                continue
+            found = choose(cache, units, _fits_on(self.handle, pod, node_name),
+                           self.violations)
+            if found is not None:
+                candidates.append((node_name, found))
+        return best(candidates)
+
+    def for_gang(self, group: PodGroup, members: Sequence[Pod],
+                 place: Callable[[], str]) -> Victims | None:
+        """Victims that let every missing member of the gang in, as ``place`` (the gang's
+        own admission, which claims on success) would place them; None if none do."""
+        cache = self.handle.cache
+
+        def fits() -> bool:
+            if place():
+                return False
+            for member in members:
+                cache.release_claim(member.key)
+            return True
+
+        everyone = [*members, *(p for p in cache.group_pods(group.key) if p.node_name)]
+        units = self.units(self.gang_priority(group, everyone), group.key)
+        return choose(cache, units, fits, self.violations) if units else None
+
+
+def _fits_on(handle: Handle, pod: Pod, node_name: str) -> Callable[[], bool]:
+    def fits() -> bool:
+        info = handle.cache.node(node_name)
+        return info is not None and handle.filter_node(pod, info).ok
+    return fits
+
+
+def describe_victims(victims: Victims) -> str:
+    """``3 pods (ns/a, ns/b, ns/c)``, for messages and events."""
+    names = ", ".join(sorted(p.key for p in victims.pods)[:10])
+    more = "" if len(victims.pods) <= 10 else f", and {len(victims.pods) - 10} more"
+    return f"{len(victims.pods)} pod(s) ({names}{more})"

@@ -1,0 +1,66 @@
+"""Preemption's writes: victims get the DisruptionTarget condition, a graceful delete and a
+Preempted event naming the preemptor; the preemptor gets status.nominatedNodeName."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from coscheduling.api.times import format_rfc3339
+from coscheduling.cluster.client import ApiError, KubeClient, q
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.cluster.reporter import Reporter
+
+log = logging.getLogger(__name__)
+
+
+class Evictor(Protocol):
+    def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
+        """Evict ``victims`` (gracefully) for ``preemptor`` ("pod ns/x" or "gang ns/g")."""
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        """Tell the world which node ``pod`` waits for."""
+
+
+class ApiEvictor:
+    """Writes through the API server, as kube-scheduler's DefaultPreemption does."""
+
+    def __init__(self, client: KubeClient, reporter: Reporter | None, component: str) -> None:
+        self.client = client
+        self.reporter = reporter
+        self.component = component
+
+    def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
+        for pod in victims:
+            path = f"/api/v1/namespaces/{q(pod.namespace)}/pods/{q(pod.name)}"
+            condition = {
+                "type": "DisruptionTarget", "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": f"{self.component}: preempting to accommodate {preemptor}",
+                "lastTransitionTime": format_rfc3339(time.time()),
+            }
+            try:
+                self.client.patch(f"{path}/status", {"status": {"conditions": [condition]}},
+                                  kind="strategic")
+                # Graceful: the pod's own terminationGracePeriodSeconds; the uid guards
+                # against deleting a new pod of the same name.
+                self.client.request("DELETE", path,
+                                    body={"preconditions": {"uid": pod.uid}})
+            except ApiError as err:
+                if not err.not_found and not err.conflict:
+                    log.warning("evicting %s for %s failed: %s", pod.key, preemptor, err)
+                continue
+            if self.reporter is not None:
+                self.reporter.event(pod, "Normal", "Preempted", f"Preempted by {preemptor}")
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        path = f"/api/v1/namespaces/{q(pod.namespace)}/pods/{q(pod.name)}/status"
+        try:
+            self.client.patch(path, {"status": {"nominatedNodeName": node_name}})
+        except ApiError as err:
+            if not err.not_found:
+                log.warning("nominating %s for %s failed: %s", node_name, pod.key, err)

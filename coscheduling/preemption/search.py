@@ -1,0 +1,76 @@
+"""Choosing victims: the fewest, lowest-priority pods whose eviction lets a preemptor in.
+
+The search is the same for a pod on one node and for a whole gang on the cluster; only
+``fits`` differs (one node's filters, or the gang's admission of every missing member).
+It evicts every unit first, and gives up if even that does not let the preemptor in (no
+eviction for nothing). Then it reprieves units one by one, those protected by a
+PodDisruptionBudget first, higher priority first, each only if the preemptor still fits
+without it. Gang cores are reprieved before any surplus member, so a gang gives up its
+surplus before it is evicted whole, and is never left below its minMember.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from coscheduling.preemption.units import Unit
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.cache import Cache
+
+Fits = Callable[[], bool]
+"""Whether the preemptor fits the cluster as the cache shows it at the moment of the call."""
+Violations = Callable[[Sequence["Pod"]], set[str]]
+"""Keys of the pods whose eviction, with the others given, breaks a PodDisruptionBudget."""
+
+
+@dataclass(frozen=True)
+class Victims:
+    pods: tuple[Pod, ...]
+    pdb_violations: int
+
+    def rank(self) -> tuple[int, int, int, int]:
+        """kube-scheduler's order of candidates: fewest PDB violations, then the lowest
+        highest-victim priority, the smallest priority sum, the fewest victims."""
+        priorities = [p.priority for p in self.pods]
+        return (self.pdb_violations, max(priorities, default=-(2**31)), sum(priorities),
+                len(priorities))
+
+
+def choose(cache: Cache, units: Sequence[Unit], fits: Fits,
+           violations: Violations) -> Victims | None:
+    """The victims among ``units`` (None: the preemptor would not fit even with all gone)."""
+    every = [pod for unit in units for pod in unit.pods]
+    with cache.without(every):
+        if not fits():
+            return None
+    protected = violations(every)
+    evicted = {pod.key: pod for pod in every}
+
+    def reprieve(pods: Iterable[Pod]) -> bool:
+        nonlocal evicted
+        trial = dict(evicted)
+        for pod in pods:
+            trial.pop(pod.key, None)
+        with cache.without(trial.values()):
+            if not fits():
+                return False
+        evicted = trial
+        return True
+
+    order = sorted(units, key=lambda u: (not any(p.key in protected for p in u.core),
+                                         -u.priority))
+    kept = [unit for unit in order if reprieve(unit.core)]
+    for unit in kept:
+        for pod in unit.surplus:
+            reprieve([pod])
+    chosen = tuple(evicted.values())
+    return Victims(chosen, len(violations(chosen)))
+
+
+def best(candidates: Iterable[tuple[str, Victims]]) -> tuple[str, Victims] | None:
+    """The candidate node to preempt on (ties by node name)."""
+    return min(candidates, key=lambda c: (c[1].rank(), c[0]), default=None)

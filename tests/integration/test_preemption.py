@@ -1,0 +1,221 @@
+"""Priority preemption against the real API server. No kubelet runs, so the test finishes
+the victims' graceful deletions itself (force-deleting a pod once it is terminating), as a
+kubelet would, in the open: see ``Kubelet``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from coscheduling.cluster.client import ApiError, KubeClient
+from tests.integration.kube import (
+    bound_count,
+    create_pod,
+    create_podgroup,
+    create_priority_class,
+    events_for,
+    list_pods,
+    placement,
+    pod_body,
+    podgroups_path,
+    wait_until,
+)
+
+StartScheduler = Callable[..., Any]
+LOW, HIGH, POLITE = "cs-test-low", "cs-test-high", "cs-test-high-never"
+
+
+class Kubelet:
+    """Finishes graceful deletions of bound pods, as the kubelets of their nodes would, and
+    remembers what each victim carried when it was terminating."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.terminated: dict[str, dict[str, Any]] = {}
+
+    def finish(self) -> None:
+        for pod in list_pods(self.kube, self.namespace):
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") and meta["name"] not in self.terminated:
+                self.terminated[meta["name"]] = pod
+                try:
+                    self.kube.request(
+                        "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{meta['name']}",
+                        body={"gracePeriodSeconds": 0})
+                except ApiError as err:
+                    if not err.not_found:
+                        raise
+
+    def until(self, condition: Callable[[], bool], what: str) -> None:
+        def step() -> bool:
+            self.finish()
+            return condition()
+        wait_until(step, what=what)
+
+
+def _classes(kube: KubeClient) -> None:
+    create_priority_class(kube, LOW, 100)
+    create_priority_class(kube, HIGH, 100_000)
+    try:  # the pods' preemptionPolicy comes from their PriorityClass
+        kube.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": POLITE}, "value": 100_000, "preemptionPolicy": "Never"})
+    except ApiError as err:
+        if not err.conflict:
+            raise
+
+
+def _gang(kube: KubeClient, namespace: str, scheduler: str, group: str, size: int,
+          min_member: int, priority_class: str, cpu: str = "1") -> None:
+    create_podgroup(kube, namespace, group, min_member)
+    for i in range(size):
+        body = pod_body(f"{group}-{i}", scheduler=scheduler, cpu=cpu, group=group,
+                        priority_class=priority_class)
+        body["spec"]["terminationGracePeriodSeconds"] = 30  # victims terminate gracefully
+        create_pod(kube, namespace, body)
+
+
+def _node(make_node: Any, namespace: str, cpu: str) -> str:
+    name = f"pre-{uuid.uuid4().hex[:6]}"
+    make_node(name, cpu=cpu, memory="64Gi")
+    return name
+
+
+def _gone(kube: KubeClient, namespace: str, prefix: str) -> list[str]:
+    return [p["metadata"]["name"] for p in list_pods(kube, namespace)
+            if p["metadata"]["name"].startswith(prefix)]
+
+
+def test_a_high_gang_evicts_a_whole_low_gang_and_is_bound(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    _classes(kube)
+    _node(make_node, namespace, "4")
+    sched = start_scheduler()
+    kubelet = Kubelet(kube, namespace)
+    _gang(kube, namespace, sched.name, "low", 4, 4, LOW)
+    wait_until(lambda: bound_count(kube, namespace, "low") == 4, what="the low gang")
+    _gang(kube, namespace, sched.name, "high", 2, 2, HIGH)
+    kubelet.until(lambda: bound_count(kube, namespace, "high") == 2, what="the high gang")
+    assert sorted(kubelet.terminated) == [f"low-{i}" for i in range(4)]  # all of it
+    for victim in kubelet.terminated.values():
+        target = next(c for c in victim["status"]["conditions"]
+                      if c["type"] == "DisruptionTarget")
+        assert target["status"] == "True" and target["reason"] == "PreemptionByScheduler"
+    wait_until(lambda: any(e.get("reason") == "Preempted" and
+                           f"gang {namespace}/high" in e.get("message", "")
+                           for e in events_for(kube, namespace, "low-0")),
+               what="a Preempted event naming the preemptor gang")
+    sched.watcher.check_settled()
+
+
+def test_a_high_gang_takes_exactly_two_surplus_members(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    _classes(kube)
+    _node(make_node, namespace, "6")
+    sched = start_scheduler()
+    kubelet = Kubelet(kube, namespace)
+    _gang(kube, namespace, sched.name, "low", 6, 2, LOW)
+    wait_until(lambda: bound_count(kube, namespace, "low") == 6, what="the low gang")
+    _gang(kube, namespace, sched.name, "high", 2, 2, HIGH)
+    kubelet.until(lambda: bound_count(kube, namespace, "high") == 2, what="the high gang")
+    assert len(kubelet.terminated) == 2
+    assert bound_count(kube, namespace, "low") == 4
+    sched.watcher.check_settled()
+
+
+def test_no_eviction_when_it_would_not_help_or_the_policy_is_never(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    _classes(kube)
+    _node(make_node, namespace, "4")
+    sched = start_scheduler()
+    kubelet = Kubelet(kube, namespace)
+    _gang(kube, namespace, sched.name, "low", 4, 4, LOW)
+    wait_until(lambda: bound_count(kube, namespace, "low") == 4, what="the low gang")
+    _gang(kube, namespace, sched.name, "huge", 5, 5, HIGH)  # 5 cpu > the node's 4
+    _gang(kube, namespace, sched.name, "polite", 2, 2, POLITE)
+    wait_until(lambda: all("cannot be placed" in _why(kube, namespace, f"{g}-0")
+                           for g in ("huge", "polite")),
+               what="both high gangs judged unschedulable")
+    kubelet.finish()
+    assert kubelet.terminated == {}
+    assert bound_count(kube, namespace, "low") == 4
+    assert bound_count(kube, namespace, "huge") == bound_count(kube, namespace, "polite") == 0
+
+
+def _condition(kube: KubeClient, namespace: str, group: str, kind: str) -> str:
+    status = kube.get(f"{podgroups_path(namespace)}/{group}").get("status") or {}
+    return next((str(c.get("message", "")) for c in status.get("conditions") or ()
+                 if c.get("type") == kind), "")
+
+
+def _why(kube: KubeClient, namespace: str, name: str) -> str:
+    pod = kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            return str(condition.get("message", ""))
+    return ""
+
+
+def test_a_plain_high_pod_evicts_exactly_one_and_a_budget_is_respected(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    _classes(kube)
+    first, second = _node(make_node, namespace, "1"), _node(make_node, namespace, "1")
+    sched = start_scheduler()
+    kubelet = Kubelet(kube, namespace)
+    for name, app, node in (("guarded", "db", first), ("free", "web", second)):
+        body = pod_body(name, scheduler=sched.name, cpu="1", priority_class=LOW,
+                        labels={"app": app}, node_name=node)
+        body["spec"]["terminationGracePeriodSeconds"] = 30
+        create_pod(kube, namespace, body)
+    kube.create(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    # Without kubelets no pod is Ready, so the disruption controller allows no disruption.
+    wait_until(lambda: sched.service.scheduler.pdbs.get(f"{namespace}/db") is not None,
+               what="the budget in the scheduler's cache")
+    create_pod(kube, namespace, pod_body("high", scheduler=sched.name, cpu="1",
+                                         priority_class=HIGH))
+    wait_until(lambda: (kube.get(f"/api/v1/namespaces/{namespace}/pods/high").get("status")
+                        or {}).get("nominatedNodeName") == second,
+               what="the high pod nominated to the unguarded pod's node")
+    kubelet.until(lambda: placement(kube, namespace).get("high") == second,
+                  what="the high pod bound where the unguarded pod was")
+    assert list(kubelet.terminated) == ["free"]
+    assert _gone(kube, namespace, "guarded") == ["guarded"]
+
+
+def test_a_recreated_member_gets_its_held_slot_and_a_plain_pod_keeps_waiting(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    _classes(kube)
+    node = _node(make_node, namespace, "4")
+    sched = start_scheduler()
+    _gang(kube, namespace, sched.name, "g", 4, 4, LOW)
+    wait_until(lambda: bound_count(kube, namespace, "g") == 4, what="the gang")
+    create_pod(kube, namespace, pod_body("plain", scheduler=sched.name, cpu="1"))
+    wait_until(lambda: "Insufficient cpu" in _why(kube, namespace, "plain"),
+               what="the plain pod waiting for room")
+    # A member dies (its kubelet would finish the deletion: grace 0 here) and its
+    # controller recreates it 3 s later.
+    kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/g-1",
+                 body={"gracePeriodSeconds": 0})
+    wait_until(lambda: "room of" in _condition(kube, namespace, "g", "ReplacementHeld"),
+               what="the PodGroup saying whose room is held")
+    time.sleep(3)  # the scenario's delay, not a bound on the scheduler
+    body = pod_body("g-1-again", scheduler=sched.name, cpu="1", group="g",
+                    priority_class=LOW)
+    create_pod(kube, namespace, body)
+    wait_until(lambda: placement(kube, namespace).get("g-1-again") == node,
+               what="the replacement member on its held node")
+    assert not placement(kube, namespace).get("plain")
+    wait_until(lambda: "Insufficient cpu" in _why(kube, namespace, "plain"),
+               what="the plain pod still waiting")
+    sched.watcher.check_settled()

@@ -1,0 +1,230 @@
+"""Priority preemption on the real scheduler and an in-memory cluster (tests/simulation.py):
+whole gangs or their surplus, never a broken gang, never an eviction for nothing."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from coscheduling.preemption.pdb import parse_budget
+from tests.simulation import SimCluster
+
+LOW, HIGH = 10, 1000
+
+
+def _gang(sim: SimCluster, name: str, size: int, min_member: int, cpu: str = "1",
+          priority: int = 0, never: bool = False) -> None:
+    sim.add_group(name, min_member)
+    for i in range(size):
+        sim.add_pod(f"{name}-{i}", cpu=cpu, group=name, priority=priority,
+                    never_preempt=never)
+
+
+def test_high_gang_evicts_a_whole_low_gang_never_part_of_it(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="4")
+    _gang(sim, "low", 4, 4, priority=LOW)
+    sim.run()
+    assert sim.bound_in_group("low") == 4
+    _gang(sim, "high", 2, 2, priority=HIGH)
+    sim.run()
+    assert sim.bound_in_group("high") == 2
+    assert sorted(sim.evictions.victims) == [f"ns/low-{i}" for i in range(4)]
+    assert sim.evictions.by[0][0] == "gang ns/high"
+    assert sim.evictions.nominated.keys() >= {"ns/high-0", "ns/high-1"}
+
+
+def test_high_gang_takes_exactly_the_surplus_of_a_low_gang(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="6")
+    _gang(sim, "low", 6, 2, priority=LOW)
+    sim.run()
+    assert sim.bound_in_group("low") == 6
+    _gang(sim, "high", 2, 2, priority=HIGH)
+    sim.run()
+    assert sim.bound_in_group("high") == 2
+    assert len(sim.evictions.victims) == 2
+    assert sim.bound_in_group("low") == 4
+
+
+def test_no_eviction_for_a_gang_that_would_not_fit_anyway(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="4")
+    sim.add_pod("system", cpu="2", priority=HIGH * 2)  # not evictable by the gang
+    _gang(sim, "low", 2, 2, priority=LOW)
+    sim.run()
+    _gang(sim, "high", 3, 3, priority=HIGH)
+    sim.run()
+    assert sim.evictions.by == []
+    assert sim.bound_in_group("high") == 0 and sim.bound_in_group("low") == 2
+
+
+def test_preemption_policy_never_evicts_nothing(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="2")
+    _gang(sim, "low", 2, 2, priority=LOW)
+    sim.add_pod("low-plain", cpu="0", priority=LOW)
+    sim.run()
+    _gang(sim, "high", 2, 2, priority=HIGH, never=True)
+    sim.add_pod("high-plain", cpu="2", priority=HIGH, never_preempt=True)
+    sim.run()
+    assert sim.evictions.by == []
+
+
+def test_equal_priority_never_preempts(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="2")
+    _gang(sim, "a", 2, 2, priority=LOW)
+    sim.run()
+    _gang(sim, "b", 2, 2, priority=LOW)
+    sim.add_pod("c", cpu="1", priority=LOW)
+    sim.run()
+    assert sim.evictions.by == []
+
+
+def test_a_plain_pod_evicts_exactly_one_lower_pod(sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="2")
+    sim.add_node("n2", cpu="2")
+    for i in range(4):
+        sim.add_pod(f"low-{i}", cpu="1", priority=LOW + i)
+    sim.run()
+    sim.add_pod("high", cpu="1", priority=HIGH)
+    sim.run()
+    assert len(sim.evictions.victims) == 1
+    assert sim.evictions.victims == ["ns/low-0"]  # the lowest priority goes first
+    assert sim.bound["ns/high"] == sim.evictions.nominated["ns/high"]
+
+
+def test_a_disruption_budget_is_respected_when_another_candidate_exists(
+        sim: SimCluster) -> None:
+    sim.add_node("n1", cpu="1")
+    sim.add_node("n2", cpu="1")
+    sim.add_pod("guarded", cpu="1", priority=LOW, labels={"app": "db"})
+    sim.add_pod("free", cpu="1", priority=LOW + 1, labels={"app": "web"})
+    sim.run()
+    sim.scheduler.pdbs["ns/db"] = parse_budget({
+        "metadata": {"namespace": "ns", "name": "db"},
+        "spec": {"selector": {"matchLabels": {"app": "db"}}},
+        "status": {"disruptionsAllowed": 0}})
+    sim.add_pod("high", cpu="1", priority=HIGH)
+    sim.run()
+    # Without the budget the lower-priority "guarded" pod would be the victim.
+    assert sim.evictions.victims == ["ns/free"]
+
+
+def test_a_pod_group_priority_class_sets_the_gangs_priority(sim: SimCluster) -> None:
+    sim.scheduler.priority_classes["urgent"] = HIGH
+    sim.add_node("n", cpu="2")
+    _gang(sim, "low", 2, 2, priority=LOW)
+    sim.run()
+    group = sim.add_group("urgent-gang", 2)
+    group.priority_class_name = "urgent"  # as the PodGroup's spec.priorityClassName
+    for i in range(2):
+        sim.add_pod(f"urgent-gang-{i}", cpu="1", group="urgent-gang", priority=0)
+    sim.run()
+    assert sim.bound_in_group("urgent-gang") == 2
+    assert sorted(sim.evictions.victims) == ["ns/low-0", "ns/low-1"]
+
+
+def test_the_freed_room_is_held_for_the_preemptor_gang(sim: SimCluster) -> None:
+    """Between eviction and the victims' going, a pod that arrives (even of the victims'
+    priority) does not take the room: the gang's members claimed it."""
+    sim.add_node("n", cpu="2")
+    _gang(sim, "low", 2, 2, priority=LOW)
+    sim.run()
+    _gang(sim, "high", 2, 2, priority=HIGH)
+    result = sim.scheduler.schedule_one(timeout=1)
+    assert result is not None and "preempting 2 pod(s)" in result.status.message
+    sim.add_pod("sneak", cpu="1", priority=LOW + 1)
+    sim.run()
+    assert sim.bound_in_group("high") == 2
+    assert "ns/sneak" not in sim.bound
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_randomized_priorities_never_break_a_gang_nor_evict_for_nothing(seed: int) -> None:
+    """Random gangs at random priorities arrive in waves on a small cluster. At every bind
+    and every eviction: no gang bound below minMember, no node over-committed, no pod bound
+    twice, no gang left below minMember by an eviction (see tests/simulation.py). And each
+    eviction is followed by its preemptor's placement."""
+    rng = random.Random(seed)
+    sim = SimCluster({"podInitialBackoffSeconds": 0.01, "podMaxBackoffSeconds": 0.05})
+    try:
+        for n in range(rng.randint(2, 4)):
+            sim.add_node(f"n{n}", cpu=str(rng.choice([4, 8])))
+        gangs: dict[str, tuple[int, int]] = {}
+        for wave in range(3):
+            for g in range(rng.randint(2, 5)):
+                name = f"w{wave}g{g}"
+                size = rng.randint(1, 4)
+                minimum = rng.randint(1, size)
+                gangs[name] = (size, minimum)
+                _gang(sim, name, size, minimum, cpu=str(rng.choice([1, 2])),
+                      priority=rng.choice([LOW, LOW * 2, HIGH]))
+            sim.run()
+        assert not sim.violations, sim.violations
+        for preemptor, victims in sim.evictions.by:
+            assert victims, f"{preemptor} evicted nothing"
+            kind, key = preemptor.split(" ")
+            if kind == "gang":
+                group = key.split("/", 1)[1]
+                assert sim.bound_in_group(group) >= gangs[group][1], (
+                    f"{preemptor} evicted {victims} but was not placed")
+            else:
+                assert key in sim.bound, f"{preemptor} evicted {victims} but was not placed"
+    finally:
+        sim.close()
+
+
+# -- held slots for a gang's replacement members ----------------------------------------------
+
+def test_a_lost_members_room_is_held_for_its_replacement(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="4")
+    _gang(sim, "g", 4, 4, priority=LOW)
+    sim.run()
+    sim.add_pod("plain", cpu="1", priority=LOW)  # waits: the node is full
+    sim.run()
+    node = sim.bound["ns/g-2"]
+    sim.delete_pod("ns/g-2")
+    sim.run()
+    assert "ns/plain" not in sim.bound  # the held room is not the next pod's
+    sim.add_pod("g-2b", cpu="1", group="g", priority=LOW)  # the controller's replacement
+    sim.run()
+    assert sim.bound["ns/g-2b"] == node
+    assert "ns/plain" not in sim.bound
+
+
+def test_an_expired_hold_frees_the_room_with_an_event(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="2")
+    _gang(sim, "g", 2, 2, priority=LOW)
+    sim.run()
+    sim.add_pod("plain", cpu="1", priority=LOW)
+    sim.delete_pod("ns/g-0")
+    sim.run()
+    assert "ns/plain" not in sim.bound
+    plugin = sim.scheduler.framework.instances["Coscheduling"]
+    with sim.scheduler.cache.lock:
+        plugin.housekeeping(time.time() + 31)  # type: ignore[attr-defined]
+    sim.run()
+    assert "ns/plain" in sim.bound
+
+
+def test_no_hold_when_turned_off(sim: SimCluster) -> None:
+    sim.add_node("n", cpu="2")
+    sim.add_group("off", 2, replacementHoldSeconds=0)
+    for i in range(2):
+        sim.add_pod(f"off-{i}", cpu="1", group="off", priority=LOW)
+    sim.run()
+    sim.delete_pod("ns/off-0")
+    sim.add_pod("plain", cpu="1", priority=LOW)
+    sim.run()
+    assert "ns/plain" in sim.bound
+
+
+def test_no_hold_for_members_preemption_evicted(sim: SimCluster) -> None:
+    """The room of a gang evicted by a higher-priority pod is the preemptor's."""
+    sim.add_node("n", cpu="2")
+    _gang(sim, "g", 2, 2, priority=LOW)
+    sim.run()
+    sim.add_pod("high", cpu="2", priority=HIGH)
+    sim.run()
+    assert sorted(sim.evictions.victims) == ["ns/g-0", "ns/g-1"]
+    assert "ns/high" in sim.bound
+    assert not sim.scheduler.framework.instances["Coscheduling"].manager.holds  # type: ignore[attr-defined]
