@@ -131,3 +131,48 @@ def test_preferred_node_affinity_steers_a_pod(
     wait_until(lambda: all(placement(kube, namespace).get(f"pref-{i}") for i in range(3)),
                what="3 pods bound")
     assert set(placement(kube, namespace).values()) == {f"pref-{pool}-1"}
+
+
+def test_image_locality_steers_a_pod_to_the_node_holding_its_image(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler()
+    pool = _pool()
+    names = [f"img-{pool}-{i}" for i in range(3)]
+    for name in names:
+        make_node(name, labels={"test-pool": pool})
+    image = f"registry.example/train-{pool}:1"
+    kube.patch(f"/api/v1/nodes/{names[2]}/status", {"status": {"images": [
+        {"names": [image], "sizeBytes": 900 * 1024 * 1024}]}})
+    cache = sched.service.scheduler.cache
+
+    def seen() -> bool:
+        info = cache.node(names[2])
+        return info is not None and info.node is not None and image in info.node.images
+
+    wait_until(seen, what="the scheduler to see the node's image")
+    # Three pods: without the image's pull, least-allocated scoring would spread them.
+    for i in range(3):
+        body = _pod(f"trainer-{i}", sched.name, pool)
+        body["spec"]["containers"][0]["image"] = image
+        create_pod(kube, namespace, body)
+    wait_until(lambda: all(placement(kube, namespace).get(f"trainer-{i}") for i in range(3)),
+               what="3 pods bound")
+    assert set(placement(kube, namespace).values()) == {names[2]}
+
+
+def test_pod_level_requests_count_on_a_real_api_server(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler()
+    pool = _pool()
+    make_node(f"plr-{pool}", cpu="2", labels={"test-pool": pool})
+    create_pod(kube, namespace, _pod("big", sched.name, pool,
+                                     resources={"requests": {"cpu": "3"}}))
+    create_pod(kube, namespace, _pod("small", sched.name, pool,
+                                     resources={"requests": {"cpu": "1500m"}}))
+    wait_until(lambda: placement(kube, namespace).get("small"), what="the small pod bound")
+    wait_until(lambda: "Insufficient cpu" in pod_condition(
+        kube, namespace, "big", "PodScheduled").get("message", ""),
+        what="the big pod refused for cpu: its pod-level request, not its container's 100m")
+    assert placement(kube, namespace)["big"] == ""
