@@ -4,6 +4,7 @@ kubelet would, in the open: see ``Kubelet``."""
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -219,3 +220,53 @@ def test_a_recreated_member_gets_its_held_slot_and_a_plain_pod_keeps_waiting(
     wait_until(lambda: "Insufficient cpu" in _why(kube, namespace, "plain"),
                what="the plain pod still waiting")
     sched.watcher.check_settled()
+
+
+def test_randomized_priority_waves_never_break_a_gang_nor_evict_for_nothing(
+        kube: KubeClient, namespace: str, make_node: Any,
+        start_scheduler: StartScheduler) -> None:
+    """Waves of random gangs, each wave of a higher priority than the last, on a small
+    cluster. The invariant watcher checks every pod event (no node over-committed, no pod
+    bound twice, no gang bound below minMember); at the end every gang is bound whole or
+    not at all, and every pod evicted made room for a preemptor that was placed (or was
+    itself evicted by a later, higher wave)."""
+    rng = random.Random(11)
+    classes = [("cs-test-wave-0", 1000), ("cs-test-wave-1", 2000), ("cs-test-wave-2", 3000)]
+    for name, value in classes:
+        create_priority_class(kube, name, value)
+    for _ in range(3):
+        _node(make_node, namespace, "4")
+    sched = start_scheduler({"podInitialBackoffSeconds": 0.2, "podMaxBackoffSeconds": 1})
+    kubelet = Kubelet(kube, namespace)
+    gangs: dict[str, int] = {}
+    for wave, (priority_class, _) in enumerate(classes):
+        for g in range(rng.randint(2, 4)):
+            name, size = f"w{wave}g{g}", rng.randint(1, 4)
+            gangs[name] = rng.randint(1, size)
+            _gang(kube, namespace, sched.name, name, size, gangs[name], priority_class)
+        kubelet.until(lambda: _decided(kube, namespace, gangs),
+                      what=f"wave {wave}: every gang placed or judged, no victim left")
+    sched.watcher.check_settled()
+    assert kubelet.terminated, "the waves preempted nothing: the scenario tests nothing"
+    evicted_groups = {name.rsplit("-", 1)[0] for name in kubelet.terminated}
+    for name, victim in kubelet.terminated.items():
+        message = next(c["message"] for c in victim["status"]["conditions"]
+                       if c["type"] == "DisruptionTarget")
+        preemptor = message.rsplit(" ", 1)[-1].split("/", 1)[1]  # "... gang ns/w2g0"
+        assert (bound_count(kube, namespace, preemptor) >= gangs[preemptor]
+                or preemptor in evicted_groups), f"{name} evicted for {preemptor}, not placed"
+
+
+def _decided(kube: KubeClient, namespace: str, gangs: dict[str, int]) -> bool:
+    pods = list_pods(kube, namespace)
+    if any(p["metadata"].get("deletionTimestamp") for p in pods):
+        return False
+    for group, minimum in gangs.items():
+        members = [p for p in pods if p["metadata"]["name"].startswith(f"{group}-")]
+        bound = sum(1 for p in members if p["spec"].get("nodeName"))
+        judged = all(p["spec"].get("nodeName") or any(
+            c.get("type") == "PodScheduled" and c.get("status") == "False"
+            for c in (p.get("status") or {}).get("conditions") or ()) for p in members)
+        if bound < minimum and not judged:
+            return False
+    return True
