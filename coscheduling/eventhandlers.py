@@ -7,20 +7,22 @@ members), a sibling created (its own gang).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from coscheduling.api.namespaces import Namespace
 from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
-from coscheduling.api.priorityclasses import PriorityClass
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.plugins.coscheduling.plugin import REJECTION, Rejection
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
-from coscheduling.preemption.pdb import Budget
 
 if TYPE_CHECKING:
     from coscheduling.scheduler import Scheduler
+
+R = TypeVar("R")
+V = TypeVar("V")
 
 
 class PodEvents:
@@ -165,40 +167,27 @@ class NamespaceEvents:
             self.s.cache.namespace_labels.pop(namespace.name, None)
 
 
-class PriorityClassEvents:
-    """PriorityClass values, for gangs whose PodGroup names one."""
+class StoreEvents(Generic[R, V]):
+    """Records the scheduler only looks up, kept by key in one of its dicts: PriorityClass
+    values (a gang's priority), PodDisruptionBudgets (which preemption respects)."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, store: dict[str, V], key: Callable[[R], str],
+                 value: Callable[[R], V]) -> None:
         self.s = scheduler
+        self.store = store
+        self.key = key
+        self.value = value
 
-    def on_add(self, priority_class: PriorityClass) -> None:
+    def on_add(self, record: R) -> None:
         with self.s.cache.lock:
-            self.s.priority_classes[priority_class.name] = priority_class.value
+            self.store[self.key(record)] = self.value(record)
 
-    def on_update(self, old: PriorityClass, new: PriorityClass) -> None:
+    def on_update(self, old: R, new: R) -> None:
         self.on_add(new)
 
-    def on_delete(self, priority_class: PriorityClass) -> None:
+    def on_delete(self, record: R) -> None:
         with self.s.cache.lock:
-            self.s.priority_classes.pop(priority_class.name, None)
-
-
-class BudgetEvents:
-    """PodDisruptionBudgets, which preemption respects when it has a choice."""
-
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.s = scheduler
-
-    def on_add(self, budget: Budget) -> None:
-        with self.s.cache.lock:
-            self.s.pdbs[budget.key] = budget
-
-    def on_update(self, old: Budget, new: Budget) -> None:
-        self.on_add(new)
-
-    def on_delete(self, budget: Budget) -> None:
-        with self.s.cache.lock:
-            self.s.pdbs.pop(budget.key, None)
+            self.store.pop(self.key(record), None)
 
 
 class PodGroupEvents:

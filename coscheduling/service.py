@@ -20,13 +20,12 @@ from coscheduling.cluster.leaderelection import LeaderElector
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.eventhandlers import (
-    BudgetEvents,
     FinishedPodEvents,
     NamespaceEvents,
     NodeEvents,
     PodEvents,
     PodGroupEvents,
-    PriorityClassEvents,
+    StoreEvents,
 )
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
@@ -72,10 +71,14 @@ class SchedulerService:
                                 watch_read_timeout=WATCH_TIMEOUT),
             Informer[PriorityClass](self.client, "/apis/scheduling.k8s.io/v1/priorityclasses",
                                     parse_priority_class, lambda c: c.name,
-                                    PriorityClassEvents(s), name="priorityclasses",
+                                    StoreEvents(s, s.priority_classes, lambda c: c.name,
+                                                lambda c: c.value),
+                                    name="priorityclasses",
                                     watch_read_timeout=WATCH_TIMEOUT),
             Informer[Budget](self.client, "/apis/policy/v1/poddisruptionbudgets", parse_budget,
-                             lambda b: b.key, BudgetEvents(s), name="poddisruptionbudgets",
+                             lambda b: b.key,
+                             StoreEvents(s, s.pdbs, lambda b: b.key, lambda b: b),
+                             name="poddisruptionbudgets",
                              watch_read_timeout=WATCH_TIMEOUT),
             Informer[PodGroup](self.client, PODGROUPS_PATH, parse_podgroup, lambda g: g.key,
                                PodGroupEvents(s), name="podgroups",
