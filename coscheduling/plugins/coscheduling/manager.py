@@ -229,6 +229,7 @@ class GangManager:
     def _place(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
                counts: GangCounts) -> str:
         if group.topology is None:
+            self.state(group.key).domain = None  # spec.topology may have been removed
             return self._claim(group, members, select_node, counts)
         return self._claim_in_domain(group, members, select_node, counts)
 
