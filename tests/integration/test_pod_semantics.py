@@ -100,6 +100,9 @@ def test_gated_member_is_not_counted_and_the_gang_runs_once_ungated(
     # The gated pod itself is not tried: the API server reports it SchedulingGated.
     assert pod_condition(kube, namespace, "gated-2", "PodScheduled").get(
         "reason") == "SchedulingGated"
+    # Waiting for members is not a failed attempt: the gang is not frozen.
+    conditions = (kube.get(group_path).get("status") or {}).get("conditions") or ()
+    assert [c["type"] for c in conditions] == ["Unschedulable"], conditions
     # A message is reported once, not once per retry.
     for name in ("gated-0", "gated-1"):
         failed = [e["message"] for e in events_for(kube, namespace, name)
