@@ -59,18 +59,19 @@ class ImageIndex:
             changed = cache.changed_since(self._synced) if self._synced >= 0 else None
             if changed is None:
                 self.holders, self._indexed = {}, {}
-                names: list[str] | dict[str, None] = cache.node_names()
+                names: list[str] | set[str] = cache.node_names()
             else:
-                names = dict.fromkeys(changed)
+                names = changed if len(changed) < 2 else set(changed)
+            indexed = self._indexed
             for name in names:
                 info = cache.node(name)
-                self._index(name, info.node if info is not None else None)
+                node = info.node if info is not None else None
+                if indexed.get(name) is not node:
+                    self._index(name, node)
             self._synced = cache.change_seq
 
     def _index(self, name: str, node: Node | None) -> None:
         old = self._indexed.get(name)
-        if old is node:
-            return
         holders = self.holders
         if old is not None:
             for image in old.images:

@@ -87,12 +87,17 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         last = self._last  # one tuple, read once: safe if another thread replaces it
         if last is not None and last[0] is pod:
             return last[1]
-        wanted = tuple((name, pod.requests.get(name, 0)) for name in self.resources)
-        if not any(amount for _, amount in wanted):
-            wanted = ()
-        else:
-            wanted = tuple((name, amount) for name, amount in wanted
-                           if amount or name in _NATIVE)
+        requests = pod.requests
+        kept = []
+        asked = False
+        for name in self.resources:
+            amount = requests.get(name, 0)
+            if amount:
+                asked = True
+                kept.append((name, amount))
+            elif name in _NATIVE:
+                kept.append((name, 0))
+        wanted = tuple(kept) if asked else ()
         self._last = (pod, wanted)
         return wanted
 
