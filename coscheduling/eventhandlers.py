@@ -190,6 +190,31 @@ class StoreEvents(Generic[R, V]):
             self.store.pop(self.key(record), None)
 
 
+class VolumeEvents(StoreEvents[R, R]):
+    """Claims, volumes, classes or CSINodes into the volume store, waking PreBind's waits.
+    A change may let a parked pod fit (a claim appears or binds, a volume appears), so
+    parked pods retry; records leave resourceVersion out of comparisons."""
+
+    def __init__(self, scheduler: Scheduler, store: dict[str, R],
+                 key: Callable[[R], str]) -> None:
+        super().__init__(scheduler, store, key, lambda record: record)
+
+    def _changed(self, apply: Callable[[], None], wake: bool) -> None:
+        with self.s.cache.lock:
+            self.s.volumes.update(apply)
+            if wake:
+                self.s.capacity_freed_locked()
+
+    def on_add(self, record: R) -> None:
+        self._changed(lambda: StoreEvents.on_add(self, record), wake=True)
+
+    def on_update(self, old: R, new: R) -> None:
+        self._changed(lambda: StoreEvents.on_add(self, new), wake=old != new)
+
+    def on_delete(self, record: R) -> None:
+        self._changed(lambda: StoreEvents.on_delete(self, record), wake=False)
+
+
 class PodGroupEvents:
     def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
+from coscheduling.api.volumes import VolumeStore
 from coscheduling.cache import Cache
 from coscheduling.cluster.client import ApiError
 from coscheduling.config.types import SchedulerConfig
@@ -69,6 +70,7 @@ class Scheduler:
         self.reporter = reporter
         self.metrics = metrics or SchedulerMetrics()
         self._cache = Cache()
+        self.volumes = VolumeStore()  # claims, volumes, classes, CSINodes (their watches)
         self._podgroups: dict[str, PodGroup] = {}
         self._waiting = WaitingPods(self._on_decision)
         self._pool = ThreadPoolExecutor(config.binding_parallelism, thread_name_prefix="bind")
@@ -82,7 +84,8 @@ class Scheduler:
             EnabledPlugins(
                 queue_sort=plugins.queue_sort, pre_filter=plugins.pre_filter,
                 filter=plugins.filter, post_filter=plugins.post_filter, score=plugins.score,
-                reserve=plugins.reserve, permit=plugins.permit, bind=plugins.bind,
+                reserve=plugins.reserve, permit=plugins.permit, pre_bind=plugins.pre_bind,
+                bind=plugins.bind,
                 post_bind=plugins.post_bind,
             ),
             self._waiting,
@@ -327,7 +330,9 @@ class Scheduler:
         self._bind_cycle(state, pod, node_name)
 
     def _bind_cycle(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        status = self.framework.run_bind(state, pod, node_name)
+        status = self.framework.run_pre_bind(state, pod, node_name)
+        if status.ok:
+            status = self.framework.run_bind(state, pod, node_name)
         if not status.ok:
             log.warning("bind of %s to %s failed: %s", pod.key, node_name, status.message)
             with self._cache.lock:

@@ -12,6 +12,16 @@ from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.api.priorityclasses import PriorityClass, parse_priority_class
+from coscheduling.api.volumes import (
+    Claim,
+    CSINode,
+    StorageClass,
+    Volume,
+    parse_claim,
+    parse_csinode,
+    parse_storage_class,
+    parse_volume,
+)
 from coscheduling.cluster.client import ClientSettings, KubeClient
 from coscheduling.cluster.fencing import BindingClient
 from coscheduling.cluster.groupstatus import GroupStatusWriter
@@ -26,6 +36,7 @@ from coscheduling.eventhandlers import (
     PodEvents,
     PodGroupEvents,
     StoreEvents,
+    VolumeEvents,
 )
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
@@ -87,6 +98,23 @@ class SchedulerService:
                           field_selector="status.phase!=Succeeded,status.phase!=Failed",
                           name="pods", watch_read_timeout=WATCH_TIMEOUT),
         ]
+        storage, v = "/apis/storage.k8s.io/v1", s.volumes
+        self.informers += [  # what the volume plugins read
+            Informer[Claim](self.client, "/api/v1/persistentvolumeclaims", parse_claim,
+                            lambda c: c.key, VolumeEvents(s, v.claims, lambda c: c.key),
+                            name="persistentvolumeclaims", watch_read_timeout=WATCH_TIMEOUT),
+            Informer[Volume](self.client, "/api/v1/persistentvolumes", parse_volume,
+                             lambda pv: pv.name, VolumeEvents(s, v.volumes, lambda pv: pv.name),
+                             name="persistentvolumes", watch_read_timeout=WATCH_TIMEOUT),
+            Informer[StorageClass](self.client, f"{storage}/storageclasses",
+                                   parse_storage_class, lambda c: c.name,
+                                   VolumeEvents(s, v.classes, lambda c: c.name),
+                                   name="storageclasses", watch_read_timeout=WATCH_TIMEOUT),
+            Informer[CSINode](self.client, f"{storage}/csinodes", parse_csinode,
+                              lambda n: n.name, VolumeEvents(s, v.csinodes, lambda n: n.name),
+                              name="csinodes", watch_read_timeout=WATCH_TIMEOUT),
+        ]
+        v.client = self.client  # PreBind writes claimRefs and annotations through it
         self.informers += [
             Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key,
                           FinishedPodEvents(s), field_selector=f"status.phase={phase}",

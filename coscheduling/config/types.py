@@ -12,8 +12,8 @@ API_VERSION = "config.batch.scheduler.tencent.com/v1"
 KIND = "SchedulerConfiguration"
 
 EXTENSION_POINTS = (
-    "queueSort", "preFilter", "filter", "postFilter", "score", "reserve", "permit", "bind",
-    "postBind",
+    "queueSort", "preFilter", "filter", "postFilter", "score", "reserve", "permit", "preBind",
+    "bind", "postBind",
 )
 
 
@@ -55,12 +55,14 @@ class Plugins:
     score: Mapping[str, int] = field(default_factory=dict)
     reserve: tuple[str, ...] = ()
     permit: tuple[str, ...] = ()
+    pre_bind: tuple[str, ...] = ()
     bind: tuple[str, ...] = ()
     post_bind: tuple[str, ...] = ()
 
     def all_names(self) -> set[str]:
         names = {self.queue_sort, *self.pre_filter, *self.filter, *self.post_filter,
-                 *self.score, *self.reserve, *self.permit, *self.bind, *self.post_bind}
+                 *self.score, *self.reserve, *self.permit, *self.pre_bind, *self.bind,
+                 *self.post_bind}
         return names
 
 

@@ -12,6 +12,7 @@ from coscheduling.framework.status import Status
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
+    from coscheduling.api.volumes import VolumeStore
     from coscheduling.cache import Cache, NodeInfo
     from coscheduling.framework.waiting import WaitingPods
     from coscheduling.metrics import SchedulerMetrics
@@ -75,6 +76,9 @@ class Handle(Protocol):
 
     @property
     def metrics(self) -> SchedulerMetrics: ...
+
+    @property
+    def volumes(self) -> VolumeStore: ...
 
     def finished_members(self, group_key: str) -> Mapping[str, str]:
         """Members of a group that Succeeded or Failed: pod key -> phase."""
@@ -154,6 +158,13 @@ class PermitPlugin(Plugin):
     @abstractmethod
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
         """Allow, reject, or make the pod Wait (with the timeout in seconds)."""
+
+
+class PreBindPlugin(Plugin):
+    @abstractmethod
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Prepare what the pod needs before its Binding is written (volumes); runs in the
+        binding cycle, without the cache lock. A failure unreserves and retries the pod."""
 
 
 class BindPlugin(Plugin):

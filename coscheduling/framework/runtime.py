@@ -16,6 +16,7 @@ from coscheduling.framework.interfaces import (
     Plugin,
     PostBindPlugin,
     PostFilterPlugin,
+    PreBindPlugin,
     PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
@@ -43,6 +44,7 @@ class EnabledPlugins:
     score: Mapping[str, int] | None = None
     reserve: Sequence[str] = ()
     permit: Sequence[str] = ()
+    pre_bind: Sequence[str] = ()
     bind: Sequence[str] = ()
     post_bind: Sequence[str] = ()
 
@@ -87,6 +89,8 @@ class Framework:
         self.reserve_plugins: list[ReservePlugin] = _pick(
             instances, enabled.reserve, ReservePlugin)
         self.permit_plugins: list[PermitPlugin] = _pick(instances, enabled.permit, PermitPlugin)
+        self.pre_bind_plugins: list[PreBindPlugin] = _pick(
+            instances, enabled.pre_bind, PreBindPlugin)
         self.bind_plugins: list[BindPlugin] = _pick(instances, enabled.bind, BindPlugin)
         self.post_bind_plugins: list[PostBindPlugin] = _pick(
             instances, enabled.post_bind, PostBindPlugin)
@@ -206,6 +210,15 @@ class Framework:
         return self._timed("Permit", started, SUCCESS)
 
     # -- binding cycle -------------------------------------------------------------------
+    def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Every PreBind plugin in order; the first failure stops the binding."""
+        started = time.perf_counter()
+        for plugin in self.pre_bind_plugins:
+            status = plugin.pre_bind(state, pod, node_name)
+            if not status.ok and status.code != Code.SKIP:
+                return self._timed("PreBind", started, status.with_plugin(plugin.name))
+        return self._timed("PreBind", started, SUCCESS)
+
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         started = time.perf_counter()
         for plugin in self.bind_plugins:

@@ -54,6 +54,7 @@ COMPONENTS = (ETCD, APISERVER, CONTROLLER_MANAGER)
 
 # kube-controller-manager controllers the project relies on (names as `--help` lists them).
 CONTROLLERS = (
+    "persistentvolume-binder-controller",  # binds claims (volume binding waits for it)
     "job-controller",
     "statefulset-controller",
     "replicaset-controller",

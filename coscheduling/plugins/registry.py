@@ -18,11 +18,16 @@ from coscheduling.plugins.noderesources import validate_args as fit_args
 from coscheduling.plugins.noderesources.balanced import NodeResourcesBalancedAllocation
 from coscheduling.plugins.noderesources.balanced import validate_args as balanced_args
 from coscheduling.plugins.nodeunschedulable import NodeUnschedulable
+from coscheduling.plugins.nodevolumelimits import NodeVolumeLimits
 from coscheduling.plugins.podtopologyspread import PodTopologySpread
 from coscheduling.plugins.podtopologyspread import validate_args as spread_args
 from coscheduling.plugins.prioritysort import PrioritySort
 from coscheduling.plugins.tainttoleration import TaintToleration
 from coscheduling.plugins.unsupported import UnsupportedFields
+from coscheduling.plugins.volumebinding import VolumeBinding
+from coscheduling.plugins.volumebinding import validate_args as volume_binding_args
+from coscheduling.plugins.volumerestrictions import VolumeRestrictions
+from coscheduling.plugins.volumezone import VolumeZone
 
 
 def default_registry() -> Registry:
@@ -35,7 +40,9 @@ def default_registry() -> Registry:
     registry.register(InterPodAffinity.name, InterPodAffinity, affinity_args)
     registry.register(PodTopologySpread.name, PodTopologySpread, spread_args)
     registry.register(UnsupportedFields.name, UnsupportedFields)
+    registry.register(VolumeBinding.name, VolumeBinding, volume_binding_args)
     for plugin in (DefaultBinder, DefaultPreemption, GangLocality, NodeAffinity, NodeName,
-                   NodePorts, NodeUnschedulable, PrioritySort, TaintToleration):
+                   NodePorts, NodeUnschedulable, NodeVolumeLimits, PrioritySort,
+                   TaintToleration, VolumeRestrictions, VolumeZone):
         registry.register(plugin.name, plugin)
     return registry

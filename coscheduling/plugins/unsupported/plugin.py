@@ -5,9 +5,9 @@ The pod becomes Unschedulable (unresolvable: only a new pod can change these fie
 a message that names the field, which the scheduler writes to the pod's PodScheduled
 condition and a FailedScheduling event. Refused:
 
-* ``spec.volumes[i]`` with a claim (``persistentVolumeClaim``, generic ``ephemeral``) or an
-  in-tree disk (``gcePersistentDisk``, ``rbd``, ...): volume binding, volume zones, volume
-  conflicts and attach limits are not implemented;
+* ``spec.volumes[i]`` with an in-tree disk (``gcePersistentDisk``, ``rbd``, ...): their
+  conflicts and attach limits are not implemented (claims, ``persistentVolumeClaim`` and
+  generic ``ephemeral``, are VolumeBinding's and the other volume plugins');
 * ``spec.resourceClaims``: dynamic resource allocation is not implemented;
 * ``spec.workloadRef`` / ``spec.schedulingGroup``: the core API's own gang policy is not
   implemented (use a PodGroup and its label);
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from coscheduling.api.volumes import CLAIM_SOURCES
 from coscheduling.framework.interfaces import PreFilterPlugin
 from coscheduling.framework.status import SUCCESS, Status
 
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
 NAME = "UnsupportedFields"
 NOT_PLACED = "the pod is not placed"
 
-_VOLUME_WHY = {
-    "persistentVolumeClaim": "volume binding",
-    "ephemeral": "volume binding of generic ephemeral volumes",
-}
 _FIELD_WHY = {
     "spec.workloadRef": "the Workload API's gang scheduling is",
     "spec.schedulingGroup": "the Workload API's gang scheduling is",
@@ -44,11 +41,10 @@ def refusal(pod: Pod) -> str:
     """Why ``pod`` cannot be placed by this scheduler, or "" if nothing stands in the way."""
     if pod.parse_error:
         return f"{pod.parse_error}; the pod spec cannot be read, so {NOT_PLACED}"
-    for index, source, claim in pod.placement_volumes:
-        what = _VOLUME_WHY.get(source, f"the {source} volume type (conflicts, attach limits)")
-        named = f" (claim {claim!r})" if claim else ""
-        return (f"spec.volumes[{index}].{source}{named}: {what} is not implemented by this "
-                f"scheduler; {NOT_PLACED}")
+    for index, source, _ in pod.placement_volumes:
+        if source not in CLAIM_SOURCES:
+            return (f"spec.volumes[{index}].{source}: the {source} volume type (conflicts, "
+                    f"attach limits) is not implemented by this scheduler; {NOT_PLACED}")
     if pod.resource_claims:
         return (f"spec.resourceClaims ({', '.join(repr(c) for c in pod.resource_claims)}): "
                 f"dynamic resource allocation is not implemented by this scheduler; "
@@ -70,4 +66,5 @@ class UnsupportedFields(PreFilterPlugin):
         if not (pod.parse_error or pod.placement_volumes or pod.resource_claims
                 or pod.placement_fields):
             return SUCCESS
-        return Status.unresolvable(refusal(pod), plugin=NAME)
+        why = refusal(pod)
+        return Status.unresolvable(why, plugin=NAME) if why else SUCCESS

@@ -1,0 +1,67 @@
+"""VolumeRestrictions: a ReadWriteOncePod claim serves one pod in the whole cluster.
+
+A pod whose ReadWriteOncePod claim another placed (or assumed) pod already uses fits no
+node; it is Unschedulable at Filter, not refused at PreFilter, so that preemption may free
+the claim by evicting that pod. (The in-tree disk conflicts are not checked: pods with
+in-tree disks are refused by UnsupportedFields.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from coscheduling.api.volumes import READ_WRITE_ONCE_POD, claim_names, has_claims, pod_claims
+from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
+from coscheduling.framework.status import SKIP, SUCCESS, Status
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.cache import NodeInfo
+    from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.framework.interfaces import Handle
+
+NAME = "VolumeRestrictions"
+CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and "
+            "ReadWriteOncePod access mode")
+STATE_KEY = "VolumeRestrictions/conflict"
+
+
+class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None,
+                 handle: Handle | None = None) -> None:
+        if handle is None:
+            raise ValueError(f"{NAME} needs the scheduler handle (it reads the volume store)")
+        self.handle = handle
+
+    def sign(self, pod: Pod) -> Hashable | None:
+        return None if has_claims(pod) else ()
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        if not has_claims(pod):
+            return SKIP
+        claims, why = pod_claims(pod, self.handle.volumes)
+        if why:
+            return Status.unresolvable(why, plugin=NAME)
+        exclusive = {c.name for c in claims if READ_WRITE_ONCE_POD in c.access_modes}
+        if not exclusive:
+            return SKIP
+        state.write(STATE_KEY, self._used_elsewhere(pod, exclusive))
+        return SUCCESS
+
+    def _used_elsewhere(self, pod: Pod, exclusive: set[str]) -> bool:
+        """Whether another pod placed or assumed on some node uses one of the claims."""
+        for info in self.handle.cache.nodes():
+            for other in info.pods.values():
+                if (other.namespace == pod.namespace and other.key != pod.key
+                        and other.placement_volumes
+                        and any(name in exclusive for _, name in claim_names(other))):
+                    return True
+        return False
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        if state.read(STATE_KEY):
+            return Status.unschedulable(CONFLICT, plugin=NAME)
+        return SUCCESS
