@@ -72,6 +72,9 @@ class ImageIndex:
 
     def _index(self, name: str, node: Node | None) -> None:
         old = self._indexed.get(name)
+        if old is not None and node is not None and old.images == node.images:
+            self._indexed[name] = node  # a status update that left the images alone
+            return
         holders = self.holders
         if old is not None:
             for image in old.images:
