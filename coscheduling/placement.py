@@ -210,11 +210,12 @@ class NodeTable:
             self.buckets.setdefault(total, {})[name] = None
 
     # -- answering -----------------------------------------------------------------------
-    def best(self) -> list[str]:
-        """The feasible nodes with the highest total (empty if none is feasible)."""
+    def best(self) -> dict[str, None]:
+        """The feasible nodes with the highest total, as the table keeps them (an ordered
+        set; empty if none is feasible). Callers must not change it."""
         if not self.buckets:
-            return []
-        return list(self.buckets[max(self.buckets)])
+            return {}
+        return self.buckets[max(self.buckets)]
 
 
 class Placer:
@@ -251,22 +252,20 @@ class Placer:
             return Choice(None, dict(table.failed), self.cache.node_count())
         return Choice(self._break_tie(pod, best))
 
-    def _break_tie(self, pod: Pod, ties: list[str]) -> str:
+    def _break_tie(self, pod: Pod, ties: dict[str, None]) -> str:
         """One of the best nodes. A gang member goes where most of its gang already is
-        (placed, assumed or claimed), else to the first by name: a gang is one job, and the
-        order its members happen to be placed in must not split it. Other pods: at random,
-        as kube-scheduler spreads ties."""
+        (placed, assumed or claimed; then by name), else to the first of ``ties`` (an order
+        that depends only on the events seen): never at random, because a gang is one job
+        and the order its members happen to be placed in must not split it. Costs O(gang
+        size), not O(ties). Other pods: at random, as kube-scheduler spreads ties."""
+        first = next(iter(ties))
         if len(ties) == 1:
-            return ties[0]
+            return first
         if not pod.group_key:
-            return random.choice(ties)
+            return random.choice(list(ties))
         holding = self.cache.group_nodes(pod.group_key, excluding=pod.key)
-        if holding:
-            tied = set(ties)
-            near = [(-count, name) for name, count in holding.items() if name in tied]
-            if near:
-                return min(near)[1]
-        return min(ties)
+        near = [(-count, name) for name, count in holding.items() if name in ties]
+        return min(near)[1] if near else first
 
     # -- sampling, for pods that cannot share a table --------------------------------------
     def _sampled(self, state: CycleState, pod: Pod) -> Choice:
@@ -297,4 +296,5 @@ class Placer:
             return Choice(feasible[0].name)
         scores = self.framework.run_score(state, pod, feasible)
         best = max(scores.values())
-        return Choice(self._break_tie(pod, [n for n, score in scores.items() if score == best]))
+        return Choice(self._break_tie(
+            pod, {n: None for n, score in scores.items() if score == best}))
