@@ -55,6 +55,8 @@ COMPONENTS = (ETCD, APISERVER, CONTROLLER_MANAGER)
 # kube-controller-manager controllers the project relies on (names as `--help` lists them).
 CONTROLLERS = (
     "persistentvolume-binder-controller",  # binds claims (volume binding waits for it)
+    "persistentvolume-protection-controller",  # so that claims and volumes can be deleted
+    "persistentvolumeclaim-protection-controller",
     "job-controller",
     "statefulset-controller",
     "replicaset-controller",
