@@ -56,7 +56,8 @@ class PodEvents:
         """A sibling's arrival helps parked members only once minMember members exist;
         before that, retrying them on every arrival costs O(n^2) failed attempts."""
         group = self.s.podgroup(group_key)
-        return group is not None and len(self.s.cache.group_pods(group_key)) >= group.min_member
+        return group is not None and sum(
+            1 for p in self.s.cache.group_pods(group_key) if not p.gated) >= group.min_member
 
     def on_update(self, old: Pod, new: Pod) -> None:
         s = self.s

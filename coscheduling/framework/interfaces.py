@@ -21,6 +21,20 @@ if TYPE_CHECKING:
 MAX_NODE_SCORE = 100
 
 
+def scale_to_best(scores: dict[str, int], *, reverse: bool = False) -> None:
+    """kube-scheduler's default normalization, in place: ``score * 100 // best``, reversed
+    (``100 - that``) if asked; when every score is 0 they stay 0 (100 when reversed)."""
+    best = max(scores.values(), default=0)
+    if best <= 0:
+        if reverse:
+            for name in scores:
+                scores[name] = MAX_NODE_SCORE
+        return
+    for name, value in scores.items():
+        scaled = MAX_NODE_SCORE * value // best
+        scores[name] = MAX_NODE_SCORE - scaled if reverse else scaled
+
+
 class Handle(Protocol):
     """What the scheduler offers its plugins."""
 

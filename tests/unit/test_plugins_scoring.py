@@ -12,10 +12,9 @@ from coscheduling.api.pods import Pod, normalized_image, parse_pod
 from coscheduling.cache import Cache, NodeInfo
 from coscheduling.config.errors import ConfigError
 from coscheduling.framework.cycle_state import CycleState
-from coscheduling.framework.interfaces import Handle
+from coscheduling.framework.interfaces import Handle, scale_to_best
 from coscheduling.plugins.imagelocality import ImageLocality, priority
 from coscheduling.plugins.nodeaffinity import NodeAffinity
-from coscheduling.plugins.nodeaffinity.plugin import scale_to_best
 from coscheduling.plugins.noderesources.balanced import (
     NodeResourcesBalancedAllocation,
     balance,

@@ -11,10 +11,10 @@ from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.framework.interfaces import (
-    MAX_NODE_SCORE,
     FilterPlugin,
     PreFilterPlugin,
     ScorePlugin,
+    scale_to_best,
 )
 from coscheduling.framework.status import SKIP, SUCCESS, Status
 
@@ -51,20 +51,6 @@ def preferred_weight(pod: Pod, labels: Mapping[str, str], node_name: str) -> int
         if term.matches(labels, node_name):
             total += weight
     return total
-
-
-def scale_to_best(scores: dict[str, int], *, reverse: bool = False) -> None:
-    """kube-scheduler's default normalization, in place: ``score * 100 // best``, reversed
-    (``100 - that``) if asked; when every score is 0 they stay 0 (100 when reversed)."""
-    best = max(scores.values(), default=0)
-    if best <= 0:
-        if reverse:
-            for name in scores:
-                scores[name] = MAX_NODE_SCORE
-        return
-    for name, value in scores.items():
-        scaled = MAX_NODE_SCORE * value // best
-        scores[name] = MAX_NODE_SCORE - scaled if reverse else scaled
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from coscheduling.framework.interfaces import MAX_NODE_SCORE, FilterPlugin, ScorePlugin
+from coscheduling.framework.interfaces import (
+    FilterPlugin,
+    ScorePlugin,
+    scale_to_best,
+)
 from coscheduling.framework.status import SUCCESS, Status
 
 if TYPE_CHECKING:
@@ -67,10 +71,4 @@ class TaintToleration(FilterPlugin, ScorePlugin):
 
     def normalize_scores(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> None:
         """Reverse onto 0..100: the fewest soft taints score 100, the most score 0."""
-        highest = max(scores.values(), default=0)
-        if highest <= 0:
-            for name in scores:
-                scores[name] = MAX_NODE_SCORE
-            return
-        for name, count in scores.items():
-            scores[name] = MAX_NODE_SCORE - count * MAX_NODE_SCORE // highest
+        scale_to_best(scores, reverse=True)
