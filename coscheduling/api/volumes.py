@@ -257,7 +257,7 @@ class VolumeStore:
         chosen = self.assumed.pop(pod_key, None)
         for claim_key, volume in chosen.static if chosen else ():
             if self.assumed_volumes.get(volume) == claim_key:
-                del self.assumed_volumes[volume]
+                self.assumed_volumes.pop(volume, None)
 
 
 def claim_names(pod: Pod) -> Iterator[tuple[str, str]]:

@@ -49,10 +49,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
 
     def sign(self, pod: Pod) -> Hashable | None:
         """Claims make the answer depend on volumes, not only on the node: no signature."""
-        return None if has_claims(pod) else ()
+        return None if pod.placement_volumes else ()  # in-tree disks are refused anyway
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        if not has_claims(pod):
+        if not pod.placement_volumes or not has_claims(pod):
             return SKIP
         claims, why = pod_claims(pod, self.store)
         sorted_claims = None
@@ -106,5 +106,6 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         why = bind_and_wait(client, self.store, chosen, self.timeout)
         if why:
             return Status.error(why, plugin=NAME)
-        self.store.forget(pod.key)  # the claims are Bound: the watch now says it all
+        with self.handle.cache.lock:  # the claims are Bound: the watches now say it all
+            self.store.forget(pod.key)
         return SUCCESS

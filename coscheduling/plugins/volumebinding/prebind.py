@@ -93,7 +93,10 @@ def bind_and_wait(client: KubeClient, store: VolumeStore, chosen: PodVolumes,
                     return True
                 if not claim.bound:
                     return False
-            return True
+            # The volumes' own records must show their claims too (a separate watch), or
+            # once the assumption is dropped another pod could be offered them.
+            return all((v := store.volumes.get(name)) is not None and v.claim_ref is not None
+                       for _, name in chosen.static)
 
         if not store.wait_until(settled, timeout):
             failure[0] = (f"binding volumes for {', '.join(keys)} timed out after "

@@ -46,10 +46,10 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
         self.store = handle.volumes
 
     def sign(self, pod: Pod) -> Hashable | None:
-        return None if has_claims(pod) else ()
+        return None if pod.placement_volumes else ()  # in-tree disks are refused anyway
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        if not has_claims(pod):
+        if not pod.placement_volumes or not has_claims(pod):
             return SKIP
         claims, why = pod_claims(pod, self.store)
         if why:
