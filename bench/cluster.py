@@ -106,6 +106,29 @@ def node_name(index: int) -> str:
     return f"node-{index:05d}"
 
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONES = 3
+
+
+def zone_of(name: str) -> str:
+    """Nodes are spread over three zones, round robin (only W5's pods look at them)."""
+    return f"zone-{int(name.rsplit('-', 1)[1]) % ZONES}"
+
+
+def constrain(body: dict[str, Any], label: str, gang: str, kind: str) -> None:
+    """W5's constraints among a gang's members: ``anti`` (required anti-affinity on the
+    hostname: one member per node) or ``spread`` (zones, maxSkew 1, DoNotSchedule)."""
+    selector = {"matchLabels": {label: gang}}
+    if kind == "anti":
+        body["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}}
+    elif kind == "spread":
+        body["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": selector}]
+
+
 def node_body(name: str) -> dict[str, Any]:
     """A Ready node with 8 CPU slots; nothing will ever run on it (no kubelet)."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -113,7 +136,8 @@ def node_body(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                              "kubernetes.io/os": "linux"}},
+                                              "kubernetes.io/os": "linux",
+                                              ZONE_LABEL: zone_of(name)}},
         "spec": {},
         "status": {
             "capacity": resources, "allocatable": resources,

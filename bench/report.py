@@ -84,6 +84,8 @@ ROWS: tuple[tuple[str, str, str, bool], ...] = (
     ("gangs placed", "gangs_placed", "{:.0f}", True),
     ("partial gangs (ceiling: no gang semantics)", "gangs_partial", "{:.0f}", False),
     ("over-committed nodes", "overcommitted_nodes", "{:.0f}", False),
+    ("gangs breaking their own constraints (W5; ceiling: ignores them)",
+     "constraint_violations", "{:.0f}", False),
     ("API server + etcd CPU during the run (s)", "control_plane_cpu_seconds", "{:.1f}", True),
     ("CPU of other processes on the machine (s)", "other_cpu_seconds", "{:.1f}", False),
 )

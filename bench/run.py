@@ -21,6 +21,7 @@ import shutil
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -31,13 +32,16 @@ from bench import report, upstream
 from bench.cluster import (
     NAMESPACE,
     OUR_CRD,
+    ZONES,
     admin_client,
     apply_crds,
+    constrain,
     create_namespace,
     create_nodes,
     group_label,
     pod_body,
     podgroup_body,
+    zone_of,
 )
 from bench.fastclient import FastClient
 from bench.observe import (
@@ -137,8 +141,9 @@ def create_podgroups(kube: KubeClient, members: dict[str, list[str]], upstream_a
             future.result()
 
 
-def create_pods(kube: FastClient, order: list[str], gang_of: dict[str, str],
-                contender: Contender, created: dict[str, float]) -> None:
+def create_pods(kube: FastClient, workload: Workload, order: list[str],
+                gang_of: dict[str, str], contender: Contender,
+                created: dict[str, float]) -> None:
     """Create every pod as fast as the API server allows; stamp each when its create returns."""
     label = group_label(contender.upstream_api)
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -147,6 +152,8 @@ def create_pods(kube: FastClient, order: list[str], gang_of: dict[str, str],
         gang = gang_of.get(name)
         labels = {label: gang} if gang and contender.gangs else {}
         body = pod_body(name, contender.scheduler_name, labels)
+        if gang:  # W5: the members' constraints on each other (the ceiling ignores them)
+            constrain(body, label, gang, workload.constraint(int(gang.split("-")[1])))
         with_retries(lambda: kube.post(path, body), f"pod {name}")
         created[name] = time.monotonic()
 
@@ -180,6 +187,24 @@ def final_checks(kube: KubeClient) -> tuple[dict[str, str], list[str]]:
         if excess:
             over.append(f"{node_name}: {', '.join(excess)}")
     return placement, over
+
+
+def constraint_violations(workload: Workload, members: dict[str, list[str]],
+                          placement: dict[str, str]) -> list[str]:
+    """W5's gangs whose final placement breaks their own constraints: two members of an
+    anti-affinity gang on one node, or a spread gang's zones more than 1 apart."""
+    broken = []
+    for index, (gang, names) in enumerate(members.items()):
+        kind = workload.constraint(index)
+        nodes = [placement[n] for n in names if n in placement]
+        if kind == "anti" and len(set(nodes)) < len(nodes):
+            broken.append(f"{gang}: {len(nodes)} members on {len(set(nodes))} nodes")
+        elif kind == "spread" and nodes:
+            counts = Counter(zone_of(node) for node in nodes)
+            skew = max(counts.values()) - min(counts.get(f"zone-{z}", 0) for z in range(ZONES))
+            if skew > 1:
+                broken.append(f"{gang}: zones {dict(counts)}")
+    return broken
 
 
 def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: float,
@@ -244,7 +269,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         log(f"{workload.name} / {contender.key}: ready in {result['ready_seconds']}s; "
             f"creating {len(order)} pods")
         with ThreadPoolExecutor(1) as creator:
-            creating = creator.submit(create_pods, fast, order, gang_of, contender, created)
+            creating = creator.submit(create_pods, fast, workload, order, gang_of, contender,
+                                      created)
             outcome = wait_for_binds(workload, contender, recorder, process, creating,
                                      len(order), settle, cap)
             creating.result()
@@ -264,6 +290,10 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         if missed:
             result["notes"].append(f"{len(missed)} binds were not seen by the watch")
         fill(result, created, bound, members, placement, over)
+        if workload.constraints:
+            broken = constraint_violations(workload, members, placement)
+            result["constraint_violations"] = len(broken)
+            result["constraint_violation_details"] = broken[:20]
         scheduler_cpu = (after[0].cpu_seconds - before[0].cpu_seconds
                          if after[0] and before[0] else None)
         result["cpu_seconds"] = scheduler_cpu
@@ -409,6 +439,9 @@ def failures(runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
         if run.get("overcommitted_nodes"):
             broken.append(f"{where}: {run['overcommitted_nodes']} over-committed nodes: "
                           f"{run['overcommit_details'][:3]}")
+        if run["scheduler"] != "ceiling" and run.get("constraint_violations"):
+            broken.append(f"{where}: {run['constraint_violations']} gangs break their "
+                          f"constraints: {run['constraint_violation_details'][:5]}")
         if run["scheduler"] != "ceiling" and run.get("gangs_partial"):
             broken.append(f"{where}: {run['gangs_partial']} partial gangs: "
                           f"{run['partial_gangs'][:5]}")
@@ -424,7 +457,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply every node, gang and pod count (0.1 for a smoke run)")
-    parser.add_argument("--workloads", default="W1,W2,W3,W4")
+    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5")
     parser.add_argument("--schedulers", default="ceiling,upstream,ours")
     parser.add_argument("--out", type=Path, default=REPO / "bench-results")
     parser.add_argument("--settle", type=float,

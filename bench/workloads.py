@@ -1,4 +1,5 @@
-"""The four workloads of issue 7, with sizes that a `--scale` factor shrinks for smoke runs.
+"""The workloads (W1-W4 of issue 7, W5 of issue 14), with sizes that a `--scale` factor
+shrinks for smoke runs.
 
 Every pod asks for the same resources, so a node's capacity is a number of pod slots and
 "capacity for about half of the gangs" in W3 is exact arithmetic, not a guess.
@@ -30,6 +31,11 @@ class Workload:
     gang_sizes: tuple[int, ...]
     plain_pods: int = 0
     contention: bool = False
+    # Gang index -> "anti" / "spread" / "" (see bench.cluster.constrain), for W5.
+    constraints: tuple[str, ...] = ()
+
+    def constraint(self, gang_index: int) -> str:
+        return self.constraints[gang_index] if self.constraints else ""
 
     @property
     def pods(self) -> int:
@@ -49,6 +55,9 @@ class Workload:
             parts.append(f"{self.plain_pods} pods without groups")
         if self.contention:
             parts.append(f"{self.slots} pod slots")
+        if self.constraints:
+            parts.append(f"{self.constraints.count('anti')} with hostname anti-affinity, "
+                         f"{self.constraints.count('spread')} spread over zones")
         return ", ".join(parts)
 
 
@@ -57,10 +66,13 @@ def _scaled(value: int, scale: float, minimum: int = 1) -> int:
 
 
 def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
-    """W1..W4 as the issue defines them, every count multiplied by `scale`."""
+    """W1..W5 as the issues define them, every count multiplied by `scale`."""
     w3_gangs = _scaled(400, scale, minimum=4)
     rng = random.Random(W3_SEED)  # the same mix of sizes on every run
     sizes = tuple(rng.randint(2, 32) for _ in range(w3_gangs))
+    # W5: 600 gangs of 2-8 (about 3000 pods on 1000 nodes): a third keep one member per
+    # node, a third spread evenly over the zones, a third are plain gangs.
+    w5_sizes = tuple(rng.randint(2, 8) for _ in range(_scaled(600, scale)))
     # Capacity for about half of the gangs: half of the pods, in whole nodes.
     w3_nodes = max(1, math.ceil(sum(sizes) / 2 / SLOTS_PER_NODE))
     return {
@@ -72,4 +84,8 @@ def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
                        contention=True),
         "W4": Workload("W4", "plain pods, no groups", _scaled(1000, scale), (),
                        plain_pods=_scaled(5000, scale)),
+        "W5": Workload("W5", "gangs with anti-affinity and topology spread, all fit",
+                       _scaled(1000, scale), w5_sizes,
+                       constraints=tuple(("anti", "spread", "")[i % 3]
+                                         for i in range(len(w5_sizes)))),
     }
