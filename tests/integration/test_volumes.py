@@ -75,6 +75,17 @@ class Storage:
             return ""
         return str(claim["spec"].get("volumeName") or "")
 
+    def pod(self, name: str, scheduler: str, claim: str, group: str = "") -> None:
+        """A pod of this test's pool whose volume ``data`` is the claim ``claim``."""
+        create_pod(self.kube, self.namespace, _pod(
+            name, scheduler, self.pool, group=group,
+            volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]))
+
+    def placed(self, name: str) -> str:
+        """The node the pod is bound to, once it is."""
+        return str(wait_until(lambda: placement(self.kube, self.namespace).get(name),
+                              what=f"{name} bound"))
+
     def cleanup(self) -> None:
         for path in reversed(self.created):
             try:  # no kubelet unmounts anything here: let protection finalizers go
@@ -90,10 +101,6 @@ def storage(kube: KubeClient, namespace: str) -> Iterator[Storage]:
     made = Storage(kube, namespace, _pool())
     yield made
     made.cleanup()
-
-
-def _claim_volume(name: str, claim: str) -> dict[str, Any]:
-    return {"name": name, "persistentVolumeClaim": {"claimName": claim}}
 
 
 def _nodes(make_node: Callable[..., Any], pool: str, count: int) -> list[str]:
@@ -112,10 +119,8 @@ def test_wait_for_first_consumer_claim_follows_its_local_volume_and_binds_to_it(
     cls = storage.storage_class()
     volume = storage.local_volume("local", nodes[1], cls)
     storage.claim("data", cls)
-    create_pod(kube, namespace, _pod("app", sched.name, pool,
-                                     volumes=[_claim_volume("data", "data")]))
-    wait_until(lambda: placement(kube, namespace).get("app"), what="app bound")
-    assert placement(kube, namespace)["app"] == nodes[1]
+    storage.pod("app", sched.name, "data")
+    assert storage.placed("app") == nodes[1]
     wait_until(lambda: storage.bound_to("data") == volume, what=f"data bound to {volume}")
 
 
@@ -131,14 +136,12 @@ def test_pod_whose_claim_is_bound_to_a_local_volume_never_goes_to_another_node(
     storage.claim("data", cls, volume=volume)
     wait_until(lambda: storage.bound_to("data") == volume, what="the binder binds data")
     sched = start_scheduler()
-    create_pod(kube, namespace, _pod("app", sched.name, pool,
-                                     volumes=[_claim_volume("data", "data")]))
+    storage.pod("app", sched.name, "data")
     _refused(kube, namespace, "app", f"{len(other)} node(s) had volume node affinity "
              "conflict", exact=False)
     # The volume's node takes pods again: the pod goes there, and only there.
     kube.patch(f"/api/v1/nodes/{home}", {"spec": {"unschedulable": False}})
-    wait_until(lambda: placement(kube, namespace).get("app"), what="app bound")
-    assert placement(kube, namespace)["app"] == home
+    assert storage.placed("app") == home
 
 
 def test_pod_with_a_missing_claim_waits_and_is_placed_once_the_claim_exists(
@@ -149,12 +152,10 @@ def test_pod_with_a_missing_claim_waits_and_is_placed_once_the_claim_exists(
     nodes = _nodes(make_node, pool, 2)
     cls = storage.storage_class()
     volume = storage.local_volume("late", nodes[0], cls)
-    create_pod(kube, namespace, _pod("app", sched.name, pool,
-                                     volumes=[_claim_volume("data", "late-data")]))
+    storage.pod("app", sched.name, "late-data")
     _refused(kube, namespace, "app", 'persistentvolumeclaim "late-data" not found')
     storage.claim("late-data", cls)
-    wait_until(lambda: placement(kube, namespace).get("app"), what="app bound")
-    assert placement(kube, namespace)["app"] == nodes[0]
+    assert storage.placed("app") == nodes[0]
     wait_until(lambda: storage.bound_to("late-data") == volume, what="late-data bound")
 
 
@@ -169,11 +170,8 @@ def test_gang_whose_claims_fit_on_one_node_lands_there_with_each_claim_bound(
     create_podgroup(kube, namespace, "gang", 2)
     for i in range(2):
         storage.claim(f"data-{i}", cls)
-        create_pod(kube, namespace, _pod(f"gang-{i}", sched.name, pool, group="gang",
-                                         volumes=[_claim_volume("data", f"data-{i}")]))
-    wait_until(lambda: all(placement(kube, namespace).get(f"gang-{i}") for i in range(2)),
-               what="the gang bound")
-    assert {placement(kube, namespace)[f"gang-{i}"] for i in range(2)} == {nodes[2]}
+        storage.pod(f"gang-{i}", sched.name, f"data-{i}", group="gang")
+    assert {storage.placed(f"gang-{i}") for i in range(2)} == {nodes[2]}
     wait_until(lambda: {storage.bound_to(f"data-{i}") for i in range(2)} == volumes,
                what="each claim bound to its own local volume")
 
@@ -188,8 +186,7 @@ def test_claim_to_provision_gets_the_selected_node_and_the_pod_waits_for_it(
     nodes = _nodes(make_node, pool, 2)
     cls = storage.storage_class(provisioner=f"example.com/{pool}")
     storage.claim("fresh", cls)
-    create_pod(kube, namespace, _pod("app", sched.name, pool,
-                                     volumes=[_claim_volume("data", "fresh")]))
+    storage.pod("app", sched.name, "fresh")
 
     def selected() -> str:
         annotations = storage.read_claim("fresh")["metadata"].get("annotations") or {}
@@ -199,6 +196,5 @@ def test_claim_to_provision_gets_the_selected_node_and_the_pod_waits_for_it(
     assert node in nodes
     assert placement(kube, namespace)["app"] == ""  # not before its claim is bound
     volume = storage.local_volume("provisioned", node, cls, claim="fresh")
-    wait_until(lambda: placement(kube, namespace).get("app"), what="app bound")
-    assert placement(kube, namespace)["app"] == node
+    assert storage.placed("app") == node
     assert storage.bound_to("fresh") == volume

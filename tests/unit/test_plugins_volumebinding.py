@@ -22,6 +22,7 @@ from coscheduling.api.volumes import (
 from coscheduling.config.errors import ConfigError
 from coscheduling.eventhandlers import VolumeEvents
 from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
 from coscheduling.framework.status import Code
 from coscheduling.plugins.volumebinding import VolumeBinding, validate_args
 from coscheduling.plugins.volumebinding.binder import (
@@ -124,9 +125,9 @@ def cluster(sim: SimCluster) -> Iterator[SimCluster]:
     yield sim
 
 
-def outcomes(sim: SimCluster, pod: Pod) -> dict[str, tuple[Code, str]]:
-    """PreFilter's refusal (key "*"), or Filter's answer on each node."""
-    plugin = VolumeBinding({}, sim.scheduler)
+def outcomes(sim: SimCluster, plugin: FilterPlugin, pod: Pod) -> dict[str, tuple[Code, str]]:
+    """PreFilter's answer when it is not Success (key "*"), else Filter's on each node."""
+    assert isinstance(plugin, PreFilterPlugin)
     state = CycleState()
     status = plugin.pre_filter(state, pod)
     if not status.ok:
@@ -214,7 +215,7 @@ def test_filter(cluster: SimCluster, claims: list[dict[str, Any]],
                 volumes: list[dict[str, Any]], pod: Pod,
                 expected: dict[str, tuple[Code, str]]) -> None:
     fill(cluster.scheduler.volumes, claims, volumes)
-    assert outcomes(cluster, pod) == expected
+    assert outcomes(cluster, VolumeBinding({}, cluster.scheduler), pod) == expected
 
 
 def test_a_pod_without_claims_is_skipped_and_signs(cluster: SimCluster) -> None:
@@ -241,7 +242,7 @@ def test_reserve_takes_the_smallest_fitting_volume_and_hides_it_from_others(
     assert plugin.reserve(other, second, "n1").ok
     assert store.assumed["ns/p2"].static == (("ns/b", "big"),)
     third = pod_using("p3", "a")  # the same claim as p1: may take p1's volume, no other
-    assert outcomes(cluster, third)["n1"] == OK
+    assert outcomes(cluster, plugin, third)["n1"] == OK
     plugin.unreserve(state, first, "n1")
     plugin.unreserve(other, second, "n1")
     assert store.assumed == {} and store.assumed_volumes == {}

@@ -12,7 +12,6 @@ import pytest
 from coscheduling.api.pods import Pod
 from coscheduling.api.volumes import parse_claim, parse_csinode, parse_volume
 from coscheduling.framework.cycle_state import CycleState
-from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
 from coscheduling.framework.status import Code
 from coscheduling.plugins.nodevolumelimits import NodeVolumeLimits
 from coscheduling.plugins.nodevolumelimits.plugin import EXCEEDED
@@ -22,24 +21,19 @@ from coscheduling.plugins.volumezone import VolumeZone
 from coscheduling.plugins.volumezone.plugin import BETA_ZONE, REGION, ZONE
 from coscheduling.plugins.volumezone.plugin import CONFLICT as ZONE_CONFLICT
 from tests.simulation import SimCluster
-from tests.unit.test_plugins_volumebinding import FAST, claim, fill, pod_using, volume
+from tests.unit.test_plugins_volumebinding import (
+    FAST,
+    claim,
+    fill,
+    outcomes,
+    pod_using,
+    volume,
+)
 
 OK = (Code.SUCCESS, "")
 SKIPPED = {"*": (Code.SKIP, "")}
 UNRESOLVABLE = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 Outcomes = dict[str, tuple[Code, str]]
-
-
-def outcomes(sim: SimCluster, plugin: FilterPlugin, pod: Pod) -> Outcomes:
-    """PreFilter's answer when it is not Success (key "*"), else Filter's on each node."""
-    assert isinstance(plugin, PreFilterPlugin)
-    state = CycleState()
-    status = plugin.pre_filter(state, pod)
-    if not status.ok:
-        return {"*": (status.code, status.message)}
-    return {info.name: (plugin.filter(state, pod, info).code,
-                        plugin.filter(state, pod, info).message)
-            for info in sim.scheduler.cache.nodes()}
 
 
 def place(sim: SimCluster, pod: Pod, node: str) -> None:

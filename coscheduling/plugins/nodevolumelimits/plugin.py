@@ -5,19 +5,17 @@ against its class's provisioner."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from coscheduling.api.volumes import VolumeStore, claim_names, has_claims, pod_claims
-from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
+from coscheduling.api.volumes import VolumeStore, claim_names
 from coscheduling.framework.status import SKIP, SUCCESS, Status
+from coscheduling.plugins.volumebinding.claims import ClaimsPlugin
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import Claim
     from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
 
 NAME = "NodeVolumeLimits"
 EXCEEDED = "node(s) exceed max volume count"
@@ -45,24 +43,10 @@ def _placed_claims(pod: Pod, store: VolumeStore) -> list[Claim]:
     return [claim for claim in found if claim is not None]
 
 
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
+class NodeVolumeLimits(ClaimsPlugin):
     name = NAME
 
-    def __init__(self, args: Mapping[str, Any] | None = None,
-                 handle: Handle | None = None) -> None:
-        if handle is None:
-            raise ValueError(f"{NAME} needs the scheduler handle (it reads the volume store)")
-        self.store = handle.volumes
-
-    def sign(self, pod: Pod) -> Hashable | None:
-        return None if pod.placement_volumes else ()  # in-tree disks are refused anyway
-
-    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        if not pod.placement_volumes or not has_claims(pod):
-            return SKIP
-        claims, why = pod_claims(pod, self.store)
-        if why:
-            return Status.unresolvable(why, plugin=NAME)
+    def pre_filter_claims(self, state: CycleState, pod: Pod, claims: list[Claim]) -> Status:
         volumes = csi_volumes(claims, self.store)
         if not volumes:
             return SKIP

@@ -3,23 +3,20 @@ before the pod is (PreFilter, Filter, Reserve/Unreserve, PreBind)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from coscheduling.api.volumes import has_claims, pod_claims
+from coscheduling.api.volumes import has_claims
 from coscheduling.config.errors import as_float, reject_unknown
-from coscheduling.framework.interfaces import (
-    FilterPlugin,
-    PreBindPlugin,
-    PreFilterPlugin,
-    ReservePlugin,
-)
-from coscheduling.framework.status import SKIP, SUCCESS, Status
+from coscheduling.framework.interfaces import PreBindPlugin, ReservePlugin
+from coscheduling.framework.status import SUCCESS, Status
 from coscheduling.plugins.volumebinding.binder import PodClaims, bindings_on, sort_claims
+from coscheduling.plugins.volumebinding.claims import ClaimsPlugin
 from coscheduling.plugins.volumebinding.prebind import bind_and_wait
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
+    from coscheduling.api.volumes import Claim
     from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
     from coscheduling.framework.interfaces import Handle
@@ -36,28 +33,16 @@ def validate_args(raw: Mapping[str, Any], path: str) -> Mapping[str, Any]:
                                            f"{path}.bindTimeoutSeconds", minimum=0.0)}
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+class VolumeBinding(ClaimsPlugin, ReservePlugin, PreBindPlugin):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any] | None = None,
                  handle: Handle | None = None) -> None:
-        if handle is None:
-            raise ValueError(f"{NAME} needs the scheduler handle (it reads the volume store)")
-        self.handle = handle
-        self.store = handle.volumes
+        super().__init__(args, handle)
         self.timeout: float = validate_args(args or {}, "args")["bindTimeoutSeconds"]
 
-    def sign(self, pod: Pod) -> Hashable | None:
-        """Claims make the answer depend on volumes, not only on the node: no signature."""
-        return None if pod.placement_volumes else ()  # in-tree disks are refused anyway
-
-    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        if not pod.placement_volumes or not has_claims(pod):
-            return SKIP
-        claims, why = pod_claims(pod, self.store)
-        sorted_claims = None
-        if not why:
-            sorted_claims, why = sort_claims(claims, self.store)
+    def pre_filter_claims(self, state: CycleState, pod: Pod, claims: list[Claim]) -> Status:
+        sorted_claims, why = sort_claims(claims, self.store)
         if sorted_claims is None:
             return Status.unresolvable(why, plugin=NAME)
         state.write(STATE_KEY, sorted_claims)

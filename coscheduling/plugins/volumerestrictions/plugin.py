@@ -8,18 +8,17 @@ in-tree disks are refused by UnsupportedFields.)
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from coscheduling.api.volumes import READ_WRITE_ONCE_POD, claim_names, has_claims, pod_claims
-from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
+from coscheduling.api.volumes import READ_WRITE_ONCE_POD, claim_names
 from coscheduling.framework.status import SKIP, SUCCESS, Status
+from coscheduling.plugins.volumebinding.claims import ClaimsPlugin
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
+    from coscheduling.api.volumes import Claim
     from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
 
 NAME = "VolumeRestrictions"
 CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and "
@@ -27,24 +26,10 @@ CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and "
 STATE_KEY = "VolumeRestrictions/conflict"
 
 
-class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
+class VolumeRestrictions(ClaimsPlugin):
     name = NAME
 
-    def __init__(self, args: Mapping[str, Any] | None = None,
-                 handle: Handle | None = None) -> None:
-        if handle is None:
-            raise ValueError(f"{NAME} needs the scheduler handle (it reads the volume store)")
-        self.handle = handle
-
-    def sign(self, pod: Pod) -> Hashable | None:
-        return None if pod.placement_volumes else ()  # in-tree disks are refused anyway
-
-    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        if not pod.placement_volumes or not has_claims(pod):
-            return SKIP
-        claims, why = pod_claims(pod, self.handle.volumes)
-        if why:
-            return Status.unresolvable(why, plugin=NAME)
+    def pre_filter_claims(self, state: CycleState, pod: Pod, claims: list[Claim]) -> Status:
         exclusive = {c.name for c in claims if READ_WRITE_ONCE_POD in c.access_modes}
         if not exclusive:
             return SKIP

@@ -4,18 +4,17 @@ in a single-zone cluster)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from coscheduling.api.volumes import has_claims, pod_claims
-from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
 from coscheduling.framework.status import SKIP, SUCCESS, Status
+from coscheduling.plugins.volumebinding.claims import ClaimsPlugin
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
+    from coscheduling.api.volumes import Claim
     from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
 
 NAME = "VolumeZone"
 CONFLICT = "node(s) had no available volume zone"
@@ -36,24 +35,10 @@ def volume_constraints(labels: Mapping[str, str]) -> list[tuple[str, frozenset[s
             for key in TOPOLOGY_LABELS if key in labels]
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin):
+class VolumeZone(ClaimsPlugin):
     name = NAME
 
-    def __init__(self, args: Mapping[str, Any] | None = None,
-                 handle: Handle | None = None) -> None:
-        if handle is None:
-            raise ValueError(f"{NAME} needs the scheduler handle (it reads the volume store)")
-        self.store = handle.volumes
-
-    def sign(self, pod: Pod) -> Hashable | None:
-        return None if pod.placement_volumes else ()  # in-tree disks are refused anyway
-
-    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        if not pod.placement_volumes or not has_claims(pod):
-            return SKIP
-        claims, why = pod_claims(pod, self.store)
-        if why:
-            return Status.unresolvable(why, plugin=NAME)
+    def pre_filter_claims(self, state: CycleState, pod: Pod, claims: list[Claim]) -> Status:
         constraints: list[tuple[str, frozenset[str]]] = []
         for claim in claims:
             if not claim.volume_name:
