@@ -69,6 +69,7 @@ class PodEvents:
         if new.node_name:
             with s.cache.lock:
                 s.cache.set_pod(new)
+                s.volumes.forget(new.key)  # bound (through gRPC too): its volumes are known
             s.queue.delete(new.key)
             if not old.node_name:
                 self._wake_affinity(new)
