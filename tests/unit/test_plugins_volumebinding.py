@@ -364,3 +364,17 @@ def test_a_pod_waiting_for_its_claim_is_placed_once_the_claim_appears(
         parse_claim(claim("data")))
     cluster.run()
     assert cluster.bound == {"ns/p": "n1"}
+
+
+def test_an_assumption_ends_when_the_pods_binding_is_seen(cluster: SimCluster) -> None:
+    """A pod bound by someone else (a gRPC caller binds itself): no PreBind of ours runs."""
+    store = cluster.scheduler.volumes
+    fill(store, [claim("data")], [volume("pv", node="n1")])
+    plugin = VolumeBinding({}, cluster.scheduler)
+    pod, state = pod_using("p", "data"), CycleState()
+    cluster.pods.on_add(pod)
+    plugin.pre_filter(state, pod)
+    plugin.reserve(state, pod, "n1")
+    assert store.assumed_volumes == {"pv": "ns/data"}
+    cluster.pods.on_update(pod, dataclasses.replace(pod, node_name="n1"))
+    assert store.assumed == {} and store.assumed_volumes == {}
