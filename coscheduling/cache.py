@@ -51,11 +51,13 @@ class NodeInfo:
         "nonzero_memory",
         "pods",
         "ports",
+        "priorities",
         "requested",
     )
 
     def __init__(self, name: str, node: Node | None = None,
-                 affinity_index: AffinityIndex | None = None) -> None:
+                 affinity_index: AffinityIndex | None = None,
+                 priorities: Counter[int] | None = None) -> None:
         self.name = name
         self.node = node
         self.pods: dict[str, Pod] = {}
@@ -73,6 +75,9 @@ class NodeInfo:
         # their affinities (shared by every node record of one cache).
         self.affinity_pods: dict[str, Pod] = {}
         self.affinity_index = affinity_index if affinity_index is not None else AffinityIndex()
+        # Priorities of the pods on every node (shared by the cache's node records), so that
+        # preemption knows at once whether any pod is of lower priority than a preemptor.
+        self.priorities: Counter[int] = priorities if priorities is not None else Counter()
 
     def _track_affinity(self, pod: Pod, sign: int) -> None:
         if pod.pod_affinity is not None:
@@ -89,6 +94,7 @@ class NodeInfo:
         for port in pod.host_ports:
             self.ports[port] = self.ports.get(port, 0) + sign
         self._track_affinity(pod, sign)
+        self.priorities[pod.priority] += sign
 
     def add_pod(self, pod: Pod) -> None:
         if pod.key in self.pods:
@@ -170,7 +176,12 @@ class Cache:
         self._changes_base = 0
         # Pod affinities of the pods on nodes, and namespace labels (for namespaceSelector).
         self.affinity = AffinityIndex()
+        self.priorities: Counter[int] = Counter()
         self.namespace_labels: dict[str, dict[str, str]] = {}
+
+    def lowest_priority(self) -> int | None:
+        """The lowest priority of a pod on a node (bound or assumed); None if there is none."""
+        return min((p for p, n in self.priorities.items() if n > 0), default=None)
 
     # -- change log --------------------------------------------------------------------
     def _touch(self, name: str) -> None:
@@ -198,7 +209,8 @@ class Cache:
         with self.lock:
             info = self._nodes.get(node.name)
             if info is None:
-                info = self._nodes[node.name] = NodeInfo(node.name, affinity_index=self.affinity)
+                info = self._nodes[node.name] = NodeInfo(
+                    node.name, affinity_index=self.affinity, priorities=self.priorities)
             if info.node is None:
                 self._node_order.append(node.name)
             info.node = node
@@ -238,7 +250,8 @@ class Cache:
     def _node_info(self, name: str) -> NodeInfo:
         info = self._nodes.get(name)
         if info is None:
-            info = self._nodes[name] = NodeInfo(name, affinity_index=self.affinity)
+            info = self._nodes[name] = NodeInfo(name, affinity_index=self.affinity,
+                                                 priorities=self.priorities)
         return info
 
     # -- pods --------------------------------------------------------------------------

@@ -47,6 +47,9 @@ class Handle(Protocol):
     def podgroup(self, key: str) -> PodGroup | None:
         """The PodGroup ``namespace/name`` from the watch cache."""
 
+    def podgroups(self) -> Mapping[str, PodGroup]:
+        """Every PodGroup in the watch cache, by key."""
+
     def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
         """Run PreFilter (all but ``skip_plugin``), Filter and Score for ``pod`` as its own
         cycle would: (the best node or None, why no node fits)."""

@@ -40,6 +40,13 @@ class Preemption:
         return max((m.priority for m in members), default=0)
 
     def units(self, priority: int, own_group: str = "") -> list[Unit]:
+        """What a preemptor of ``priority`` may evict: none, found without a look at every
+        pod, when no pod is of lower priority and no PodGroup names a PriorityClass (that
+        could put a gang below its members' priority)."""
+        lowest = self.handle.cache.lowest_priority()
+        if (lowest is None or lowest >= priority) and not any(
+                g.priority_class_name for g in self.handle.podgroups().values()):
+            return []
         return eviction_units(self.handle.cache.pods(), priority, own_group,
                               self.handle.podgroup, self.gang_priority)
 

@@ -123,6 +123,22 @@ def test_a_pod_group_priority_class_sets_the_gangs_priority(sim: SimCluster) -> 
     assert sorted(sim.evictions.victims) == ["ns/low-0", "ns/low-1"]
 
 
+def test_a_gang_below_its_members_priority_is_still_a_victim(sim: SimCluster) -> None:
+    """The PodGroup's PriorityClass is the gang's priority even when its pods' own priority
+    is higher: no shortcut on the pods' priorities may hide it."""
+    sim.scheduler.priority_classes["batch"] = LOW
+    sim.add_node("n", cpu="2")
+    group = sim.add_group("batch-gang", 2)
+    group.priority_class_name = "batch"
+    for i in range(2):
+        sim.add_pod(f"batch-gang-{i}", cpu="1", group="batch-gang", priority=HIGH * 2)
+    sim.run()
+    _gang(sim, "high", 2, 2, priority=HIGH)
+    sim.run()
+    assert sim.bound_in_group("high") == 2
+    assert sorted(sim.evictions.victims) == ["ns/batch-gang-0", "ns/batch-gang-1"]
+
+
 def test_the_freed_room_is_held_for_the_preemptor_gang(sim: SimCluster) -> None:
     """Between eviction and the victims' going, a pod that arrives (even of the victims'
     priority) does not take the room: the gang's members claimed it."""
