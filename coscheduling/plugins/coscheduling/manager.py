@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cachetools import TTLCache
 
 from coscheduling.api.times import format_duration
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
+from coscheduling.plugins.coscheduling.holds import HeldSlots
 from coscheduling.plugins.coscheduling.topology import (
     Domain,
     describe,
@@ -94,17 +95,6 @@ class GangState:
 
 
 @dataclass(frozen=True)
-class Hold:
-    """Room a running gang lost a member from, kept for the member's replacement: a claim in
-    the cache under ``key`` (a placeholder of the lost pod) on ``node`` until ``until``."""
-
-    key: str
-    node: str
-    until: float
-    lost: str
-
-
-@dataclass(frozen=True)
 class GangCounts:
     members: int
     placed: int
@@ -119,7 +109,7 @@ class GangManager:
         self.args = args
         self.plugin_name = plugin_name
         self.gangs: dict[str, GangState] = {}
-        self.holds: dict[str, list[Hold]] = {}
+        self.holds = HeldSlots(handle)
         self._frozen = _FreezeCache(
             maxsize=1_000_000, ttl=args.freeze_seconds if args.freeze_seconds > 0 else 1e-9,
             timer=time.monotonic,
@@ -454,67 +444,8 @@ class GangManager:
                 del self.gangs[key]
         return expired
 
-    # -- held slots for replacement members ------------------------------------------------
-    def hold(self, lost: Pod, group: PodGroup) -> Hold | None:
-        """A member of a gang that had reached minMember is gone (deleted, evicted by someone
-        else, failed): hold its room on its node for a new member of the group, so the next
-        pod in the queue does not take it and leave the gang one member short for good."""
-        if group.replacement_hold_seconds <= 0 or not lost.node_name:
-            return None
-        cache = self.handle.cache
-        bound = sum(1 for m in cache.group_pods(group.key)
-                    if m.node_name and not m.terminal and m.key != lost.key)
-        if bound + 1 < group.min_member or cache.node(lost.node_name) is None:
-            return None
-        placeholder = replace(lost, name=f"{lost.name}~held-{lost.uid[:8]}", node_name="")
-        cache.claim(placeholder, lost.node_name)
-        held = Hold(placeholder.key, lost.node_name,
-                    self.handle.now() + group.replacement_hold_seconds, lost.key)
-        self.holds.setdefault(group.key, []).append(held)
-        return held
-
-    def drop_holds_if_gone(self, group_key: str, lost: str) -> bool:
-        """A gang with no member bound any more is being torn down, not repaired: its holds
-        would only keep others out. True if holds were dropped."""
-        if group_key not in self.holds or any(
-                m.node_name and not m.terminal and m.key != lost
-                for m in self.handle.cache.group_pods(group_key)):
-            return False
-        for held in self.holds.pop(group_key):
-            self.handle.cache.release_claim(held.key)
-        return True
-
-    def take_hold(self, pod: Pod, fits: Callable[[str], bool]) -> str:
-        """Hand one of its gang's holds to ``pod``: a claim on the held node if it fits
-        there (its node, then; "" and the room set free otherwise)."""
-        holds = self.holds.get(pod.group_key)
-        if not holds:
-            return ""
-        held = holds.pop(0)
-        if not holds:
-            del self.holds[pod.group_key]
-        cache = self.handle.cache
-        cache.release_claim(held.key)
-        if fits(held.node):
-            cache.claim(pod, held.node)
-            return held.node
-        return ""
-
-    def expire_holds(self, now: float) -> list[tuple[str, Hold]]:
-        """Drop the holds whose time ran out; (group, hold) for each."""
-        expired = []
-        for group_key, holds in list(self.holds.items()):
-            for held in [h for h in holds if h.until <= now]:
-                holds.remove(held)
-                self.handle.cache.release_claim(held.key)
-                expired.append((group_key, held))
-            if not holds:
-                del self.holds[group_key]
-        return expired
-
     def forget_group(self, group_key: str) -> None:
-        for held in self.holds.pop(group_key, ()):
-            self.handle.cache.release_claim(held.key)
+        self.holds.drop(group_key)
         self.release(group_key)
         self.gangs.pop(group_key, None)
         self._frozen.pop(group_key, None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         self.manager = GangManager(handle, parse_args(args), self.name)
         self.preemption = Preemption(handle)
         self.partial_groups: set[str] = set()
+        # Set when the profile enables DRF: (group, pod, partial) -> the member's key.
+        self.gang_order: Callable[[PodGroup, Pod, int], tuple[Any, ...]] | None = None
 
     # -- QueueSort -----------------------------------------------------------------------
     def sort_key(self, pod: Pod) -> tuple[Any, ...]:
@@ -66,6 +68,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         group = self.handle.podgroup(group_key) if group_key else None
         since = group.created if group is not None else pod.created
         partial = 0 if group_key in self.partial_groups else 1
+        if group is not None and self.gang_order is not None:
+            return self.gang_order(group, pod, partial)
         return (-pod.priority, partial, since, group_key or pod.key, pod.created, pod.key)
 
     def queue_order_changed(self) -> bool:
@@ -109,7 +113,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                 f"to {pod.owner or 'no controller'}, so it may not join the group")
         manager = self.manager
         if group_key in manager.holds and not cache.claimed_node(pod.key):
-            manager.take_hold(pod, lambda node: self._fits_on(pod, node))
+            manager.holds.take(pod, lambda node: self._fits_on(pod, node))
         counts = manager.counts(group_key)
         victims = manager.victims_left(group_key)
         if victims:
@@ -270,14 +274,14 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         group = self.handle.podgroup(pod.group_key) if pod.group_key else None
         if group is None or pod.phase == "Succeeded" or self.handle.evicted_by_us(pod):
             return []
-        held = self.manager.hold(pod, group)
-        if self.manager.drop_holds_if_gone(group.key, pod.key) or held is None:
+        held = self.manager.holds.hold(pod, group)
+        if self.manager.holds.drop_if_gone(group.key, pod.key) or held is None:
             return []
         self.handle.group_changed(group.key)
         return [group.key]
 
     def housekeeping(self, now: float) -> list[str]:
-        released = self.manager.expire_holds(now)
+        released = self.manager.holds.expire(now)
         for group_key, held in released:
             group = self.handle.podgroup(group_key)
             if group is not None:
@@ -315,6 +319,6 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                 frozen_until=manager.frozen_until(group_key),
                 frozen_reason=frozen[1] if frozen is not None else "",
                 timeout=manager.timeout_for(group),
-                holds=tuple(manager.holds.get(group_key, ())),
+                holds=manager.holds.of(group_key),
             )
             return build_status(view)

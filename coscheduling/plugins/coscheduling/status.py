@@ -18,7 +18,8 @@ from coscheduling.api.times import format_duration, format_rfc3339
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.plugins.coscheduling.manager import GangCounts, GangState, Hold
+    from coscheduling.plugins.coscheduling.holds import Hold
+    from coscheduling.plugins.coscheduling.manager import GangCounts, GangState
 
 
 @dataclass(frozen=True)
