@@ -54,9 +54,10 @@ demo: $(STAMP)
 chaos: $(STAMP)
 	$(PY) -m coscheduling.localcluster
 	COSCHEDULING_KILL_POINTS=100 COSCHEDULING_OUTAGE_SECONDS=60 \
-		$(PY) -m pytest tests/integration/test_faults.py -q -s -k "not release_killed"
+		$(PY) -m pytest tests/integration/test_faults.py -q -s -k "not release_killed" \
+		--timeout 3600
 	COSCHEDULING_FAULT_POINTS=100 \
-		$(PY) -m pytest tests/integration/test_faults.py -q -s -k release_killed
+		$(PY) -m pytest tests/integration/test_faults.py -q -s -k release_killed --timeout 3600
 
 # Memory under load: 2000 nodes, 10000 pending gang pods, 5 minutes of churn.
 soak: $(STAMP)
