@@ -14,9 +14,11 @@ from coscheduling.api.namespaces import Namespace
 from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
+from coscheduling.api.queues import Queue
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.plugins.coscheduling.plugin import REJECTION, Rejection
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
+from coscheduling.plugins.proportion import Proportion
 
 if TYPE_CHECKING:
     from coscheduling.scheduler import Scheduler
@@ -254,6 +256,31 @@ class PodGroupEvents:
         s.move_groups(keys or [group.key])
 
 
+class QueueEvents:
+    """Queue records into the Proportion plugin; a queue that appears or changes may let
+    the gangs waiting for it start."""
+
+    def __init__(self, scheduler: Scheduler, proportion: Proportion) -> None:
+        self.s = scheduler
+        self.proportion = proportion
+
+    def on_add(self, queue: Queue) -> None:
+        with self.s.cache.lock:
+            self.proportion.set_queue(queue)
+            self.s.capacity_freed_locked()
+
+    def on_update(self, old: Queue, new: Queue) -> None:
+        if (old.weight, old.capability, old.reclaimable, old.errors) == (
+                new.weight, new.capability, new.reclaimable, new.errors):
+            return  # a status write (ours) coming back
+        self.on_add(new)
+
+    def on_delete(self, queue: Queue) -> None:
+        with self.s.cache.lock:
+            self.proportion.remove_queue(queue.name)
+            self.s.capacity_freed_locked()
+
+
 class FinishedPodEvents:
     """Members of groups that Succeeded or Failed, for the PodGroup's counts.
 
@@ -287,5 +314,6 @@ class FinishedPodEvents:
 
 def _same_spec(old: PodGroup, new: PodGroup) -> bool:
     return (old.min_member, old.min_resources, old.max_schedule_time, old.priority_class_name,
-            old.errors) == (new.min_member, new.min_resources, new.max_schedule_time,
-                            new.priority_class_name, new.errors)
+            old.queue, old.errors) == (new.min_member, new.min_resources,
+                                       new.max_schedule_time, new.priority_class_name,
+                                       new.queue, new.errors)

@@ -12,6 +12,8 @@ from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.api.priorityclasses import PriorityClass, parse_priority_class
+from coscheduling.api.queues import DEFAULT_QUEUE, Queue, default_queue_object, parse_queue
+from coscheduling.api.queues import PLURAL as QUEUES
 from coscheduling.api.volumes import (
     Claim,
     CSINode,
@@ -22,11 +24,12 @@ from coscheduling.api.volumes import (
     parse_storage_class,
     parse_volume,
 )
-from coscheduling.cluster.client import ClientSettings, KubeClient
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.cluster.fencing import BindingClient
 from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector
+from coscheduling.cluster.queuestatus import QueueStatusWriter
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.eventhandlers import (
@@ -35,11 +38,14 @@ from coscheduling.eventhandlers import (
     NodeEvents,
     PodEvents,
     PodGroupEvents,
+    QueueEvents,
     StoreEvents,
     VolumeEvents,
 )
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
+from coscheduling.plugins.drf import attach_drf
+from coscheduling.plugins.proportion import Proportion
 from coscheduling.plugins.registry import default_registry
 from coscheduling.preemption.pdb import Budget, parse_budget
 from coscheduling.scheduler import Scheduler
@@ -47,6 +53,7 @@ from coscheduling.scheduler import Scheduler
 log = logging.getLogger(__name__)
 
 PODGROUPS_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{PLURAL}"
+QUEUES_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{QUEUES}"
 # A watch that sends nothing (not even a bookmark) for this long is assumed dead and
 # re-established from its last resourceVersion: a frozen connection costs at most this.
 WATCH_TIMEOUT = 30.0
@@ -124,9 +131,19 @@ class SchedulerService:
         ]
         self.status_writer: GroupStatusWriter | None = None
         gang = s.framework.instances.get("Coscheduling")
+        attach_drf(s.framework.instances)
         if isinstance(gang, Coscheduling):
             self.status_writer = GroupStatusWriter(self.report_client, gang.status_of)
             s.group_listeners.append(self.status_writer.mark)
+        self.queue_writer: QueueStatusWriter | None = None
+        self.proportion = s.framework.instances.get("Proportion")
+        if isinstance(self.proportion, Proportion):  # queues only when the profile uses them
+            self.informers.append(Informer[Queue](
+                self.client, QUEUES_PATH, parse_queue, lambda queue: queue.name,
+                QueueEvents(s, self.proportion), name="queues",
+                watch_read_timeout=WATCH_TIMEOUT))
+            self.queue_writer = QueueStatusWriter(self.report_client, self.proportion.status_of)
+            self.proportion.status_listeners.append(self.queue_writer.mark)
         self.http: HttpEndpoint | None = None
         if config.metrics_bind_address:
             self.http = HttpEndpoint(config.metrics_bind_address, s.metrics,
@@ -151,6 +168,7 @@ class SchedulerService:
         """Start the watches, wait until they have listed, then start scheduling."""
         if self.http is not None:
             self.http.start()
+        self._check_queues_served()
         for informer in self.informers:
             informer.start()
         if not wait_synced(self.informers, sync_timeout):
@@ -159,6 +177,7 @@ class SchedulerService:
             return False
         log.info("caches synced: %d nodes, %d podgroups", self.scheduler.cache.node_count(),
                  len(self.scheduler.podgroups()))
+        self._ensure_default_queue()
         # Bound members are known now: gangs a crash left partially bound go first.
         self.scheduler.refresh_queue_order()
         if schedule:
@@ -166,6 +185,30 @@ class SchedulerService:
             if self.elector is not None:
                 self.elector.start()
         return True
+
+    def _check_queues_served(self) -> None:
+        """Without the Queue CRD every gang is in the implicit default queue: no watch."""
+        if not isinstance(self.proportion, Proportion):
+            return
+        try:
+            self.client.get(QUEUES_PATH, limit=1)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            log.warning("the Queue CRD (crd/queues.batch.scheduler.tencent.com.yaml) is not "
+                        "installed: every PodGroup is in the default queue")
+            self.informers = [i for i in self.informers if i.name != "queues"]
+            self.proportion = None
+
+    def _ensure_default_queue(self) -> None:
+        """PodGroups without spec.queue name ``default``: create it when it is missing."""
+        if not isinstance(self.proportion, Proportion) or DEFAULT_QUEUE in self.proportion.queues:
+            return
+        try:
+            self.client.create(QUEUES_PATH, default_queue_object())
+        except ApiError as err:
+            if not err.conflict:
+                log.warning("creating the default Queue failed: %s", err)
 
     def _started_leading(self) -> None:
         # The previous leader's assumed and waiting pods are gone with it: look at every
@@ -193,6 +236,8 @@ class SchedulerService:
         self.scheduler.stop()
         if self.status_writer is not None:
             self.status_writer.stop()
+        if self.queue_writer is not None:
+            self.queue_writer.stop()
         self.reporter.stop()
         self.client.close()
         self.stopped.set()

@@ -60,6 +60,7 @@ class PodGroup:
     min_resources: dict[str, int] = field(default_factory=dict)
     max_schedule_time: float | None = None
     priority_class_name: str = ""
+    queue: str = "default"  # spec.queue: the Queue whose share the gang is admitted from
     topology: Topology | None = None
     # How long a running gang's lost member's room is held for its replacement (0: never).
     replacement_hold_seconds: int = DEFAULT_REPLACEMENT_HOLD_SECONDS
@@ -124,6 +125,11 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
         errors.append(f"spec.priorityClassName: {priority_class!r} is not a valid name")
     else:
         group.priority_class_name = str(priority_class)
+    queue = spec.get("queue") or "default"
+    if not isinstance(queue, str) or len(queue) > 253 or not _DNS_SUBDOMAIN.match(queue):
+        errors.append(f"spec.queue: {queue!r} is not a valid Queue name")
+    else:
+        group.queue = queue
     hold = spec.get("replacementHoldSeconds", DEFAULT_REPLACEMENT_HOLD_SECONDS)
     if (isinstance(hold, bool) or not isinstance(hold, int)
             or not 0 <= hold <= MAX_REPLACEMENT_HOLD_SECONDS):

@@ -38,7 +38,8 @@ from coscheduling.httpendpoint import parse_address
 
 DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
     "queueSort": [("Coscheduling", 0)],
-    "preFilter": [("UnsupportedFields", 0), ("Coscheduling", 0), ("NodeAffinity", 0),
+    "preFilter": [("UnsupportedFields", 0), ("Proportion", 0), ("Coscheduling", 0),
+                  ("DRF", 0), ("NodeAffinity", 0),
                   ("NodePorts", 0), ("NodeResourcesFit", 0), ("VolumeRestrictions", 0),
                   ("NodeVolumeLimits", 0), ("VolumeBinding", 0), ("VolumeZone", 0),
                   ("PodTopologySpread", 0), ("InterPodAffinity", 0)],

@@ -6,6 +6,7 @@ from coscheduling.framework.registry import Registry
 from coscheduling.plugins import coscheduling as gang
 from coscheduling.plugins.defaultbinder import DefaultBinder
 from coscheduling.plugins.defaultpreemption import DefaultPreemption
+from coscheduling.plugins.drf import DRF
 from coscheduling.plugins.ganglocality import GangLocality
 from coscheduling.plugins.imagelocality import ImageLocality
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
@@ -22,6 +23,7 @@ from coscheduling.plugins.nodevolumelimits import NodeVolumeLimits
 from coscheduling.plugins.podtopologyspread import PodTopologySpread
 from coscheduling.plugins.podtopologyspread import validate_args as spread_args
 from coscheduling.plugins.prioritysort import PrioritySort
+from coscheduling.plugins.proportion import Proportion
 from coscheduling.plugins.tainttoleration import TaintToleration
 from coscheduling.plugins.unsupported import UnsupportedFields
 from coscheduling.plugins.volumebinding import VolumeBinding
@@ -43,6 +45,6 @@ def default_registry() -> Registry:
     registry.register(VolumeBinding.name, VolumeBinding, volume_binding_args)
     for plugin in (DefaultBinder, DefaultPreemption, GangLocality, NodeAffinity, NodeName,
                    NodePorts, NodeUnschedulable, NodeVolumeLimits, PrioritySort,
-                   TaintToleration, VolumeRestrictions, VolumeZone):
+                   TaintToleration, VolumeRestrictions, VolumeZone, Proportion, DRF):
         registry.register(plugin.name, plugin)
     return registry

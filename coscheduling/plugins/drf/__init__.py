@@ -1,0 +1,5 @@
+"""DRF: gangs ordered by priority, then dominant resource share, then age."""
+
+from coscheduling.plugins.drf.plugin import DRF, NAME, attach_drf, dominant_share
+
+__all__ = ["DRF", "NAME", "attach_drf", "dominant_share"]

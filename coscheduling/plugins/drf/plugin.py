@@ -1,0 +1,85 @@
+"""DRF: the order between gangs (kube-batch's drf and priority job order).
+
+Gangs leave the queue by priority (the PodGroup's priorityClassName, else its highest
+member's), then by dominant resource share (the largest fraction of any cluster resource
+its placed members hold: a gang already holding much waits behind one holding little), then
+by age; within a gang, higher-priority members first. It changes only the key the
+Coscheduling QueueSort computes, so members of a gang still leave the queue together; it is
+enabled at preFilter (where it does nothing) so a profile can turn it on and off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from coscheduling.api.quantity import PODS, add_into
+from coscheduling.framework.interfaces import ClusterEventsPlugin, Handle, PreFilterPlugin
+from coscheduling.framework.status import SUCCESS, Status
+from coscheduling.plugins.coscheduling import Coscheduling
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.framework.cycle_state import CycleState
+
+NAME = "DRF"
+
+
+def dominant_share(held: Mapping[str, int], capacity: Mapping[str, int]) -> Fraction:
+    """The largest fraction of any resource of ``capacity`` that ``held`` takes."""
+    return max((Fraction(amount, capacity[r]) for r, amount in held.items()
+                if amount > 0 and capacity.get(r, 0) > 0), default=Fraction(0))
+
+
+class DRF(PreFilterPlugin, ClusterEventsPlugin):
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+        self.handle = handle
+        self.shares: dict[str, Fraction] = {}  # gang -> dominant share, refreshed on rekey
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        return SUCCESS
+
+    def gang_priority(self, group: PodGroup) -> int:
+        """The PodGroup's PriorityClass value, else its highest member's priority."""
+        if group.priority_class_name:
+            value = self.handle.priority_class(group.priority_class_name)
+            if value is not None:
+                return value
+        return max((p.priority for p in self.handle.cache.group_pods(group.key)), default=0)
+
+    def gang_key(self, group: PodGroup, pod: Pod, partial: int) -> tuple[Any, ...]:
+        """The QueueSort key of a member of ``group`` (``partial`` as Coscheduling has it)."""
+        return (-self.gang_priority(group), partial, self.shares.get(group.key, Fraction(0)),
+                group.created, group.key, -pod.priority, pod.created, pod.key)
+
+    def queue_order_changed(self) -> bool:
+        """Recompute every gang's dominant share; True when one moved (re-key the queue)."""
+        cache = self.handle.cache
+        capacity: dict[str, int] = {}
+        for info in cache.nodes():
+            if info.node is not None:
+                add_into(capacity, info.node.allocatable)
+        capacity.pop(PODS, None)
+        shares: dict[str, Fraction] = {}
+        for group_key in cache.group_keys():
+            held: dict[str, int] = {}
+            for pod in cache.group_pods(group_key):
+                if pod.node_name or cache.assumed_node(pod.key):
+                    add_into(held, pod.requests)
+            share = dominant_share(held, capacity)
+            if share:
+                shares[group_key] = share
+        changed = shares != self.shares
+        self.shares = shares
+        return changed
+
+
+def attach_drf(instances: Mapping[str, object]) -> None:
+    """Give the Coscheduling QueueSort DRF's key when the profile has both."""
+    gang, drf = instances.get("Coscheduling"), instances.get(NAME)
+    if isinstance(gang, Coscheduling) and isinstance(drf, DRF):
+        gang.gang_order = drf.gang_key

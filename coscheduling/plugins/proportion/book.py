@@ -1,0 +1,139 @@
+"""The queues' ledger: what each queue holds and asks for, and its deserved share.
+
+Read from the scheduler's cache under its lock. A gang is *admitted* once any member is
+placed, assumed, waiting at Permit or holds a claim; until then it is *pending* and asks for
+its need (the requests of minMember of its members).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from coscheduling.api.quantity import PODS, add_into, format_units
+from coscheduling.api.queues import DEFAULT_QUEUE, Queue
+from coscheduling.plugins.proportion.shares import Demand, deserved_shares
+
+if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.framework.interfaces import Handle
+
+
+@dataclass(slots=True)
+class QueueLedger:
+    queue: Queue
+    allocated: dict[str, int] = field(default_factory=dict)
+    asked: dict[str, int] = field(default_factory=dict)  # pending gangs' needs
+    pending: int = 0
+    running: int = 0
+    waiting_gangs: list[str] = field(default_factory=list)
+    deserved: dict[str, int] = field(default_factory=dict)
+
+    def over_share(self, resource: str) -> int:
+        return self.allocated.get(resource, 0) - self.deserved.get(resource, 0)
+
+
+@dataclass(slots=True)
+class Book:
+    capacity: dict[str, int]
+    ledgers: dict[str, QueueLedger]
+
+
+def known_queue(queues: Mapping[str, Queue], name: str) -> Queue | None:
+    """The ``default`` Queue exists implicitly until the scheduler has created it."""
+    queue = queues.get(name)
+    if queue is None and name == DEFAULT_QUEUE:
+        return Queue(DEFAULT_QUEUE)
+    return queue
+
+
+def is_placed(handle: Handle, pod: Pod) -> bool:
+    cache = handle.cache
+    return bool(pod.node_name or cache.assumed_node(pod.key) or cache.claimed_node(pod.key))
+
+
+def gang_need(group: PodGroup, members: Iterable[Pod]) -> dict[str, int]:
+    """What admitting the gang takes: the requests of minMember of its live members."""
+    live = sorted((p for p in members if not p.deleting and not p.terminal),
+                  key=lambda p: p.key)
+    need: dict[str, int] = {}
+    for pod in live[:group.min_member]:
+        add_into(need, pod.requests)
+    return {r: v for r, v in need.items() if v > 0}
+
+
+def admitted(handle: Handle, members: Iterable[Pod]) -> bool:
+    return any(is_placed(handle, p) for p in members)
+
+
+def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
+    """Every queue's ledger and deserved share, from the cache (under its lock)."""
+    cache = handle.cache
+    capacity: dict[str, int] = {}
+    for info in cache.nodes():
+        if info.node is not None:
+            add_into(capacity, info.node.allocatable)
+    capacity.pop(PODS, None)
+    ledgers = {name: QueueLedger(queue) for name, queue in queues.items()}
+    if DEFAULT_QUEUE not in ledgers:
+        ledgers[DEFAULT_QUEUE] = QueueLedger(Queue(DEFAULT_QUEUE))
+    for group_key in cache.group_keys():
+        group = handle.podgroup(group_key)
+        members = cache.group_pods(group_key)
+        ledger = ledgers.get(group.queue) if group is not None and group.valid else None
+        if group is None or ledger is None:
+            continue
+        placed = [p for p in members if is_placed(handle, p)]
+        for pod in placed:
+            add_into(ledger.allocated, pod.requests)
+        if placed:
+            ledger.running += 1
+        elif any(not p.deleting and not p.gated for p in members):
+            ledger.pending += 1
+            ledger.waiting_gangs.append(group_key)
+            add_into(ledger.asked, gang_need(group, members))
+    shares = deserved_shares(capacity, {
+        name: Demand(ledger.queue.weight, _sum(ledger.allocated, ledger.asked),
+                     ledger.queue.capability)
+        for name, ledger in ledgers.items() if ledger.queue.valid})
+    for name, deserved in shares.items():
+        ledgers[name].deserved = deserved
+    return Book(capacity, ledgers)
+
+
+def _sum(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    out = dict(a)
+    add_into(out, dict(b))
+    return out
+
+
+def fmt(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Quantities for status and messages, zero amounts left out."""
+    return {r: format_units(r, v) for r, v in sorted(amounts.items()) if v}
+
+
+def admission(book: Book, queue_name: str, need: Mapping[str, int]) -> str:
+    """Why a pending gang of ``queue_name`` needing ``need`` may not start now ("" if it
+    may): within its deserved share, or borrowing room no queue under its share asks for,
+    and never above its capability."""
+    ledger = book.ledgers[queue_name]
+    capability = ledger.queue.capability
+    for resource, amount in need.items():
+        cap = capability.get(resource)
+        if cap is not None and ledger.allocated.get(resource, 0) + amount > cap:
+            return (f'Queue "{queue_name}" would exceed its capability of '
+                    f"{format_units(resource, cap)} {resource}")
+    if all(ledger.allocated.get(r, 0) + v <= ledger.deserved.get(r, 0) for r, v in need.items()):
+        return ""
+    for resource, amount in need.items():
+        used = sum(other.allocated.get(resource, 0) for other in book.ledgers.values())
+        asked = sum(max(0, -other.over_share(resource)) for name, other in book.ledgers.items()
+                    if name != queue_name)
+        if used + amount + asked > book.capacity.get(resource, 0):
+            return (f'Queue "{queue_name}" holds {fmt(ledger.allocated) or "nothing"} of its '
+                    f"deserved {fmt(ledger.deserved) or 'nothing'}; this gang needs "
+                    f"{fmt(need)} more, and the rest of the cluster's {resource} is asked for "
+                    "by queues under their share")
+    return ""

@@ -1,0 +1,161 @@
+"""Queues against the real API server: weighted shares, borrowing, a missing queue, queue
+status and printer columns, and DRF's order between two gangs of one queue."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.localcluster import LocalCluster
+from tests.integration.fixtures import kubectl
+from tests.integration.kube import (
+    bound_count,
+    create_pod,
+    create_podgroup,
+    pod_body,
+    pod_condition,
+    wait_until,
+)
+
+QUEUES = "/apis/batch.scheduler.tencent.com/v1/queues"
+StartScheduler = Callable[..., Any]
+
+
+@pytest.fixture
+def make_queue(kube: KubeClient, crd: None) -> Iterator[Callable[..., str]]:
+    """Cluster-scoped queues with fresh names, deleted after the test."""
+    made: list[str] = []
+
+    def make(weight: int = 1, **spec: Any) -> str:
+        name = f"q-{uuid.uuid4().hex[:8]}"
+        kube.create(QUEUES, {"apiVersion": "batch.scheduler.tencent.com/v1", "kind": "Queue",
+                             "metadata": {"name": name}, "spec": {"weight": weight, **spec}})
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        with contextlib.suppress(ApiError):
+            kube.delete(f"{QUEUES}/{name}")
+
+
+def _gangs(kube: KubeClient, namespace: str, scheduler: str, queue: str, count: int,
+           size: int = 2) -> list[str]:
+    names = []
+    for g in range(count):
+        group = f"{queue}-g{g}"
+        create_podgroup(kube, namespace, group, size, queue=queue)
+        for i in range(size):
+            create_pod(kube, namespace, pod_body(f"{group}-{i}", scheduler=scheduler,
+                                                 group=group))
+        names.append(group)
+    return names
+
+
+def _bound(kube: KubeClient, namespace: str, groups: list[str]) -> int:
+    return sum(bound_count(kube, namespace, g) for g in groups)
+
+
+def _status(kube: KubeClient, queue: str) -> dict[str, Any]:
+    return dict(kube.get(f"{QUEUES}/{queue}").get("status") or {})
+
+
+def test_three_weighted_queues_end_with_their_deserved_cpu(
+        kube: KubeClient, local_cluster: LocalCluster, namespace: str, make_node: Any,
+        make_queue: Callable[..., str], start_scheduler: StartScheduler) -> None:
+    for _ in range(3):
+        make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="4", memory="64Gi")
+    queues = [make_queue(weight) for weight in (1, 2, 3)]
+    sched = start_scheduler(start=False)
+    # The whole backlog is there before scheduling starts (reclaim is tested on its own).
+    groups = {q: _gangs(kube, namespace, sched.name, q, 4) for q in queues}  # 8 cpu each
+    sched.start()
+    expected = dict(zip(queues, (2, 4, 6), strict=True))
+    for queue, cpu in expected.items():
+        wait_until(lambda q=queue, c=cpu: _status(kube, q).get("deserved", {}).get("cpu")
+                   == str(c) and _status(kube, q).get("allocated", {}).get("cpu") == str(c),
+                   what=f"queue {queue} at its deserved {cpu} cpu")
+    for queue, cpu in expected.items():
+        status = _status(kube, queue)
+        assert (status["running"], status["pending"]) == (cpu // 2, 4 - cpu // 2), status
+        assert _bound(kube, namespace, groups[queue]) == cpu
+    # A waiting gang says why: its queue's share.
+    waiting = f"{groups[queues[0]][-1]}-0"
+    wait_until(lambda: "deserved" in pod_condition(kube, namespace, waiting,
+                                                   "PodScheduled").get("message", ""),
+               what="the waiting gang's reason")
+    # kubectl get queues shows the columns.
+    out = kubectl(local_cluster, "get", "queues", queues[2], "-o", "wide").stdout
+    header, row = out.splitlines()[:2]
+    assert header.split()[:6] == ["NAME", "WEIGHT", "DESERVED", "ALLOCATED", "PENDING",
+                                  "RUNNING"], header
+    assert row.split()[1] == "3" and '"cpu":"6"' in row, row
+    sched.watcher.check_settled()
+
+
+def test_a_queue_alone_borrows_the_whole_cluster(
+        kube: KubeClient, namespace: str, make_node: Any, make_queue: Callable[..., str],
+        start_scheduler: StartScheduler) -> None:
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="6", memory="64Gi")
+    busy, idle = make_queue(1), make_queue(5)
+    sched = start_scheduler()
+    groups = _gangs(kube, namespace, sched.name, busy, 4)
+    wait_until(lambda: _bound(kube, namespace, groups) == 6, what="6 cpu to the lone queue")
+    wait_until(lambda: _status(kube, busy).get("allocated", {}).get("cpu") == "6",
+               what="the lone queue's status")
+    assert _status(kube, idle).get("running") == 0
+    sched.watcher.check_settled()
+
+
+def test_a_gang_naming_a_missing_queue_waits_until_it_exists(
+        kube: KubeClient, namespace: str, make_node: Any, make_queue: Callable[..., str],
+        start_scheduler: StartScheduler) -> None:
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="4", memory="64Gi")
+    sched = start_scheduler()
+    create_podgroup(kube, namespace, "g", 2, queue="later")
+    for i in range(2):
+        create_pod(kube, namespace, pod_body(f"g-{i}", scheduler=sched.name, group="g"))
+    wait_until(lambda: 'Queue "later" not found' in pod_condition(
+        kube, namespace, "g-0", "PodScheduled").get("message", ""),
+        what="the reason naming the missing queue")
+    assert bound_count(kube, namespace, "g") == 0
+    kube.create(QUEUES, {"apiVersion": "batch.scheduler.tencent.com/v1", "kind": "Queue",
+                         "metadata": {"name": "later"}, "spec": {}})
+    try:
+        wait_until(lambda: bound_count(kube, namespace, "g") == 2, what="the gang, placed")
+        # The default Queue exists: the scheduler created it if it was missing.
+        default = kube.get(f"{QUEUES}/default")
+        assert default["spec"]["weight"] == 1
+    finally:
+        kube.delete(f"{QUEUES}/later")
+
+
+def test_drf_orders_the_gang_holding_little_first(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler
+        ) -> None:
+    """Gang "big" holds 2 of 4 cpu; its two surplus members (older) and gang "new" wait for
+    the last 2 cpu while no scheduler runs. DRF gives them to "new", which holds nothing."""
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="4", memory="64Gi")
+    first = start_scheduler()
+    create_podgroup(kube, namespace, "big", 2)
+    for i in range(2):
+        create_pod(kube, namespace, pod_body(f"big-{i}", scheduler=first.name, group="big"))
+    wait_until(lambda: bound_count(kube, namespace, "big") == 2, what="the big gang")
+    first.close()  # its watcher would judge the next scheduler's gangs as its own
+    for i in range(2, 4):
+        create_pod(kube, namespace, pod_body(f"big-{i}", scheduler=first.name, group="big"))
+    create_podgroup(kube, namespace, "new", 2)
+    for i in range(2):
+        create_pod(kube, namespace, pod_body(f"new-{i}", scheduler=first.name, group="new"))
+    second = start_scheduler({"schedulerName": first.name})
+    wait_until(lambda: bound_count(kube, namespace, "new") == 2, what="the new gang, first")
+    wait_until(lambda: "Insufficient cpu" in json.dumps(pod_condition(
+        kube, namespace, "big-2", "PodScheduled")), what="big's surplus to find no room")
+    assert bound_count(kube, namespace, "big") == 2
+    second.watcher.check_settled()

@@ -1,0 +1,165 @@
+"""Proportion and DRF in the real scheduler (in-memory cluster): admission by share,
+borrowing, capability, a missing queue, queue status, and the order DRF gives gangs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coscheduling.api.podgroups import parse_podgroup
+from coscheduling.api.queues import parse_queue
+from coscheduling.eventhandlers import QueueEvents
+from coscheduling.plugins.drf import DRF, attach_drf
+from coscheduling.plugins.proportion import Proportion
+from tests.simulation import SimCluster
+
+
+def _proportion(sim: SimCluster) -> Proportion:
+    plugin = sim.scheduler.framework.instances["Proportion"]
+    assert isinstance(plugin, Proportion)
+    return plugin
+
+
+def _queue(sim: SimCluster, name: str, weight: int = 1, **spec: Any) -> None:
+    QueueEvents(sim.scheduler, _proportion(sim)).on_add(
+        parse_queue({"metadata": {"name": name}, "spec": {"weight": weight, **spec}}))
+
+
+def _gangs(sim: SimCluster, queue: str, count: int, size: int = 2, cpu: str = "1") -> None:
+    for g in range(count):
+        group = f"{queue}-g{g}"
+        sim.add_group(group, size, queue=queue)
+        for i in range(size):
+            sim.add_pod(f"{group}-{i}", group=group, cpu=cpu, memory="0")
+
+
+def _bound(sim: SimCluster, queue: str) -> int:
+    return sum(1 for p in sim.scheduler.cache.pods()
+               if p.node_name and p.group.startswith(f"{queue}-"))
+
+
+def test_queues_asking_for_more_than_the_cluster_end_at_their_deserved_share(
+        sim: SimCluster) -> None:
+    for n in range(3):
+        sim.add_node(f"n{n}", cpu="4")
+    for name, weight in (("a", 1), ("b", 2), ("c", 3)):
+        _queue(sim, name, weight)
+    for name in ("a", "b", "c"):  # queue a's backlog arrives first: it still gets 1/6
+        _gangs(sim, name, 4)
+    sim.run()
+    assert {q: _bound(sim, q) for q in "abc"} == {"a": 2, "b": 4, "c": 6}
+    proportion = _proportion(sim)
+    proportion.housekeeping(0.0)
+    assert proportion.statuses["b"] == {"deserved": {"cpu": "4"}, "allocated": {"cpu": "4"},
+                                        "pending": 2, "running": 2}
+
+
+def test_a_queue_alone_borrows_the_whole_cluster(sim: SimCluster) -> None:
+    sim.add_node("n0", cpu="6")
+    _queue(sim, "a", 1)
+    _queue(sim, "idle", 5)
+    _gangs(sim, "a", 4)
+    sim.run()
+    assert _bound(sim, "a") == 6
+
+
+def test_capability_caps_a_queue(sim: SimCluster) -> None:
+    sim.add_node("n0", cpu="8")
+    _queue(sim, "a", 1, capability={"cpu": "3"})
+    _queue(sim, "b", 1)
+    _gangs(sim, "a", 3)
+    sim.run()
+    assert _bound(sim, "a") == 2
+    result = sim.scheduler.schedule_one(timeout=0.01)
+    assert result is None or "capability" in result.status.message
+
+
+def test_room_nobody_under_its_share_asks_for_is_borrowed(sim: SimCluster) -> None:
+    """b's share is 4 but it asks for 1: a may borrow up to what b leaves."""
+    sim.add_node("n0", cpu="8")
+    _queue(sim, "a", 1)
+    _queue(sim, "b", 1)
+    _gangs(sim, "b", 1, size=1)
+    _gangs(sim, "a", 4)
+    sim.run()
+    assert (_bound(sim, "a"), _bound(sim, "b")) == (6, 1)
+
+
+def test_a_gang_naming_a_missing_queue_waits_until_it_exists(sim: SimCluster) -> None:
+    sim.add_node("n0", cpu="4")
+    _queue(sim, "other")
+    _gangs(sim, "late", 1)
+    result = sim.scheduler.schedule_one(timeout=1)
+    assert result is not None and 'Queue "late" not found' in result.status.message
+    sim.run()
+    assert _bound(sim, "late") == 0
+    _queue(sim, "late")
+    sim.run()
+    assert _bound(sim, "late") == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "queue"), [({"minMember": 1}, "default"), ({"minMember": 1, "queue": "q-1"}, "q-1")])
+def test_podgroup_queue(spec: dict[str, Any], queue: str) -> None:
+    group = parse_podgroup({"metadata": {"name": "g", "namespace": "ns"}, "spec": spec})
+    assert group.valid and group.queue == queue
+
+
+def test_podgroup_bad_queue_is_named() -> None:
+    group = parse_podgroup({"metadata": {"name": "g", "namespace": "ns"},
+                            "spec": {"minMember": 1, "queue": "Not_A_Name"}})
+    assert group.errors == ("spec.queue: 'Not_A_Name' is not a valid Queue name",)
+
+
+def test_drf_orders_a_gang_holding_little_before_one_holding_much(sim: SimCluster) -> None:
+    """Gang "big" (older) holds 2 of 4 cpu and has two surplus members pending; gang "new"
+    holds nothing: with DRF, "new" goes first and takes the last 2 cpu."""
+    attach_drf(sim.scheduler.framework.instances)
+    sim.add_node("n0", cpu="4")
+    sim.add_group("big", 2)
+    for i in range(2):
+        sim.add_pod(f"big-{i}", group="big", memory="0")
+    sim.run()
+    assert sim.bound_in_group("big") == 2
+    drf = sim.scheduler.framework.instances["DRF"]
+    assert isinstance(drf, DRF)
+    sim.scheduler.refresh_queue_order()  # what housekeeping does once a second
+    sim.add_group("new", 2)
+    for i in range(2, 4):  # surplus members of big, queued before the new gang's
+        sim.add_pod(f"big-{i}", group="big", memory="0")
+    for i in range(2):
+        sim.add_pod(f"new-{i}", group="new", memory="0")
+    sim.run()
+    assert (sim.bound_in_group("big"), sim.bound_in_group("new")) == (2, 2)
+
+
+def test_without_drf_the_older_gang_goes_first(sim: SimCluster) -> None:
+    """The same cluster without DRF: the order is as before (age), big's surplus wins."""
+    sim.add_node("n0", cpu="4")
+    sim.add_group("big", 2)
+    for i in range(2):
+        sim.add_pod(f"big-{i}", group="big", memory="0")
+    sim.run()
+    sim.add_group("new", 2)
+    for i in range(2, 4):
+        sim.add_pod(f"big-{i}", group="big", memory="0")
+    for i in range(2):
+        sim.add_pod(f"new-{i}", group="new", memory="0")
+    sim.run()
+    assert (sim.bound_in_group("big"), sim.bound_in_group("new")) == (4, 0)
+
+
+def test_drf_gang_priority_and_members_by_priority(sim: SimCluster) -> None:
+    """The gang with the higher-priority member goes first as a whole; inside a gang the
+    higher-priority member is tried first."""
+    attach_drf(sim.scheduler.framework.instances)
+    sim.add_group("low", 1)
+    sim.add_group("high", 2)
+    sim.add_pod("low-0", group="low", priority=5)
+    sim.add_pod("high-0", group="high", priority=1)
+    sim.add_pod("high-1", group="high", priority=10)
+    key = sim.scheduler.framework.queue_sort.sort_key
+    pods = {p.name: p for p in sim.scheduler.cache.pods()}
+    order = sorted(pods, key=lambda name: key(pods[name]))
+    assert order == ["high-1", "high-0", "low-0"]
