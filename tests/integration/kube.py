@@ -215,8 +215,10 @@ class InvariantWatcher:
                 self.violations.append(f"{pod.key} moved from {previous[0]} to {pod.node_name}")
             self._bound[pod.key] = (pod.node_name, pod.requests, pod.group_key)
             self._check_node(pod.node_name)
+            # A terminating pod's events (its deletion, its eviction) say nothing about a
+            # bind: a gang is judged on pods that are bound and staying.
             if (judge_gang and pod.group_key and pod.namespace in self.namespaces
-                    and self.released):
+                    and self.released and not pod.deleting):
                 self._check_gang(pod.group_key)
 
     def _check_node(self, node_name: str) -> None:
