@@ -56,10 +56,11 @@ class PodEvents:
 
     def _enough_members(self, group_key: str) -> bool:
         """A sibling's arrival helps parked members only once minMember members exist;
-        before that, retrying them on every arrival costs O(n^2) failed attempts."""
+        before that, retrying them on every arrival costs O(n^2) failed attempts. Gated pods
+        count here (not in the gang): once every pod exists, the parked members are retried
+        and say how many are held by scheduling gates, instead of an older count."""
         group = self.s.podgroup(group_key)
-        return group is not None and sum(
-            1 for p in self.s.cache.group_pods(group_key) if not p.gated) >= group.min_member
+        return group is not None and len(self.s.cache.group_pods(group_key)) >= group.min_member
 
     def on_update(self, old: Pod, new: Pod) -> None:
         s = self.s
