@@ -161,7 +161,21 @@ class SchedulerMetrics:
             exponential_buckets(1, 2, 7))
         self.gang_preemptions = Counter(
             "coscheduling_gang_preemptions_total", "Preemptions made for a whole gang.")
+        # Queues (the Proportion plugin): shares in the resource's units (cpu in cores).
+        self.queue_deserved = Gauge(
+            "coscheduling_queue_deserved", "A queue's deserved share of a resource.",
+            ("queue", "resource"))
+        self.queue_allocated = Gauge(
+            "coscheduling_queue_allocated", "What a queue's gangs hold of a resource.",
+            ("queue", "resource"))
+        self.queue_gangs = Gauge(
+            "coscheduling_queue_gangs", "A queue's gangs, pending or running.",
+            ("queue", "state"))
+        self.queue_reclaims = Counter(
+            "coscheduling_queue_reclaims_total",
+            "Evictions made for a queue below its deserved share.", ("queue",))
         self.all: list[_Metric] = [
+            self.queue_deserved, self.queue_allocated, self.queue_gangs, self.queue_reclaims,
             self.schedule_attempts, self.attempt_duration, self.pending_pods,
             self.extension_point_duration, self.permit_wait_duration, self.pods_bound,
             self.gang_released, self.gang_rejected, self.gang_timed_out,

@@ -22,12 +22,21 @@ if TYPE_CHECKING:
 
 NEVER = "Never"
 
+Reclaimable = Callable[["PodGroup", Sequence["Pod"]], list[Unit]]
+"""(gang, its missing members) -> units it may evict beside lower-priority ones (a queue
+below its share taking room back), least willingly evicted first."""
+Reclaimed = Callable[["PodGroup", Victims], None]
+"""Told which victims a gang evicted from the reclaimable units."""
+
 
 class Preemption:
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
         # Pods that preempted -> their victims (key -> uid) not seen gone yet.
         self._victims: dict[str, dict[str, str]] = {}
+        # Set by the Proportion plugin when the profile has queues: reclaim.
+        self.reclaimable: Reclaimable | None = None
+        self.reclaimed: Reclaimed | None = None
 
     # -- who may preempt whom -------------------------------------------------------------
     def gang_priority(self, group: PodGroup, members: Sequence[Pod]) -> int:
@@ -118,7 +127,13 @@ class Preemption:
 
         everyone = [*members, *(p for p in cache.group_pods(group.key) if p.node_name)]
         units = self.units(self.gang_priority(group, everyone), group.key)
-        return choose(cache, units, fits, self.violations) if units else None
+        found = choose(cache, units, fits, self.violations) if units else None
+        if found is None and self.reclaimable is not None:
+            units = self.reclaimable(group, members)
+            found = choose(cache, units, fits, self.violations) if units else None
+            if found is not None and self.reclaimed is not None:
+                self.reclaimed(group, found)
+        return found
 
 
 def _fits_on(handle: Handle, pod: Pod, node_name: str) -> Callable[[], bool]:

@@ -18,10 +18,13 @@ from tests.integration.kube import (
     bound_count,
     create_pod,
     create_podgroup,
+    events_for,
+    list_pods,
     pod_body,
     pod_condition,
     wait_until,
 )
+from tests.integration.test_preemption import Kubelet
 
 QUEUES = "/apis/batch.scheduler.tencent.com/v1/queues"
 StartScheduler = Callable[..., Any]
@@ -46,14 +49,15 @@ def make_queue(kube: KubeClient, crd: None) -> Iterator[Callable[..., str]]:
 
 
 def _gangs(kube: KubeClient, namespace: str, scheduler: str, queue: str, count: int,
-           size: int = 2) -> list[str]:
+           size: int = 2, grace: int = 0) -> list[str]:
     names = []
     for g in range(count):
         group = f"{queue}-g{g}"
         create_podgroup(kube, namespace, group, size, queue=queue)
         for i in range(size):
-            create_pod(kube, namespace, pod_body(f"{group}-{i}", scheduler=scheduler,
-                                                 group=group))
+            body = pod_body(f"{group}-{i}", scheduler=scheduler, group=group)
+            body["spec"]["terminationGracePeriodSeconds"] = grace  # victims terminate slowly
+            create_pod(kube, namespace, body)
         names.append(group)
     return names
 
@@ -159,3 +163,33 @@ def test_drf_orders_the_gang_holding_little_first(
         kube, namespace, "big-2", "PodScheduled")), what="big's surplus to find no room")
     assert bound_count(kube, namespace, "big") == 2
     second.watcher.check_settled()
+
+
+def test_a_borrower_gives_back_whole_gangs_when_another_queue_arrives(
+        kube: KubeClient, namespace: str, make_node: Any, make_queue: Callable[..., str],
+        start_scheduler: StartScheduler) -> None:
+    for _ in range(3):
+        make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="4", memory="64Gi")
+    borrower, owner = make_queue(1), make_queue(1)
+    sched = start_scheduler()
+    kubelet = Kubelet(kube, namespace)
+    lent = _gangs(kube, namespace, sched.name, borrower, 6, grace=30)
+    wait_until(lambda: _bound(kube, namespace, lent) == 12, what="the borrower's 12 cpu")
+    taking = _gangs(kube, namespace, sched.name, owner, 4)  # asks for 8, deserves 6
+    kubelet.until(lambda: _bound(kube, namespace, taking) == 6, what="the owner's 6 cpu")
+    kubelet.until(lambda: _bound(kube, namespace, lent) == 6
+                  and not any(p["metadata"].get("deletionTimestamp")
+                              for p in list_pods(kube, namespace)),
+                  what="the borrower down to its share")
+    for group in lent:  # whole gangs went, none was left partial
+        assert bound_count(kube, namespace, group) in (0, 2), group
+    assert len(kubelet.terminated) == 6
+    reclaimed = {name.rsplit("-", 1)[0] for name in kubelet.terminated}
+    for group in reclaimed:
+        wait_until(lambda g=group: any(
+            e.get("reason") == "Reclaimed" and f'Queue "{owner}"' in e.get("message", "")
+            for e in events_for(kube, namespace, g)), what=f"a Reclaimed event on {group}")
+    for queue in (borrower, owner):
+        wait_until(lambda q=queue: _status(kube, q).get("allocated", {}).get("cpu") == "6",
+                   what=f"queue {queue}'s status at 6 cpu")
+    sched.watcher.check_settled()

@@ -11,7 +11,7 @@ from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.queues import parse_queue
 from coscheduling.eventhandlers import QueueEvents
 from coscheduling.plugins.drf import DRF, attach_drf
-from coscheduling.plugins.proportion import Proportion
+from coscheduling.plugins.proportion import Proportion, attach_proportion
 from tests.simulation import SimCluster
 
 
@@ -163,3 +163,46 @@ def test_drf_gang_priority_and_members_by_priority(sim: SimCluster) -> None:
     pods = {p.name: p for p in sim.scheduler.cache.pods()}
     order = sorted(pods, key=lambda name: key(pods[name]))
     assert order == ["high-1", "high-0", "low-0"]
+
+
+def _reclaim_cluster(sim: SimCluster, reclaimable: bool = True) -> None:
+    """Queue a alone fills 8 cpu with four 2-cpu gangs; then queue b's gangs arrive."""
+    attach_proportion(sim.scheduler.framework.instances)
+    sim.add_node("n0", cpu="8")
+    _queue(sim, "a", 1, reclaimable=reclaimable)
+    _queue(sim, "b", 1)
+    _gangs(sim, "a", 4)
+    sim.run()
+    assert _bound(sim, "a") == 8
+    _gangs(sim, "b", 3)
+    sim.run()
+
+
+def test_a_queue_below_its_share_reclaims_whole_gangs(sim: SimCluster) -> None:
+    _reclaim_cluster(sim)
+    assert (_bound(sim, "a"), _bound(sim, "b")) == (4, 4)
+    evicted_gangs = {key.rsplit("-", 1)[0] for key in sim.evictions.victims}
+    assert len(evicted_gangs) == 2 and len(sim.evictions.victims) == 4  # two whole gangs
+    for group in ("a-g0", "a-g1", "a-g2", "a-g3"):
+        assert sim.bound_in_group(group) in (0, 2)  # none left partial
+    assert sim.scheduler.metrics.queue_reclaims.value("b") == 2
+
+
+def test_a_queue_that_is_not_reclaimable_keeps_what_it_borrowed(sim: SimCluster) -> None:
+    _reclaim_cluster(sim, reclaimable=False)
+    assert (_bound(sim, "a"), _bound(sim, "b")) == (8, 0)
+    assert sim.evictions.victims == []
+
+
+def test_no_reclaim_for_a_gang_that_would_still_not_fit(sim: SimCluster) -> None:
+    """b's gang needs 6 cpu: within b's share of 4? No, so nothing is taken for it."""
+    attach_proportion(sim.scheduler.framework.instances)
+    sim.add_node("n0", cpu="8")
+    _queue(sim, "a", 1)
+    _queue(sim, "b", 1)
+    _gangs(sim, "a", 4)
+    sim.run()
+    _gangs(sim, "b", 1, size=6)
+    sim.run()
+    assert (_bound(sim, "a"), _bound(sim, "b")) == (8, 0)
+    assert sim.evictions.victims == []

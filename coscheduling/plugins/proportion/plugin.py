@@ -7,14 +7,17 @@ room that no queue under its share asks for. Members of an admitted gang pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from coscheduling.api.quantity import CPU, add_into
 from coscheduling.api.queues import Queue
 from coscheduling.framework.interfaces import ClusterEventsPlugin, Handle, PreFilterPlugin
 from coscheduling.framework.status import SUCCESS, Status
+from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.proportion.book import (
     Book,
+    QueueLedger,
     admission,
     admitted,
     build_book,
@@ -22,10 +25,14 @@ from coscheduling.plugins.proportion.book import (
     gang_need,
     known_queue,
 )
+from coscheduling.plugins.proportion.reclaim import reclaimable_units
 
 if TYPE_CHECKING:
+    from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
     from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.preemption.search import Victims
+    from coscheduling.preemption.units import Unit
 
 NAME = "Proportion"
 
@@ -73,6 +80,44 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         self.book = build_book(self.handle, self.queues)
         return admission(self.book, queue_name, need)
 
+    # -- reclaim (called by the gang's preemption, under the cache lock) ---------------------
+    def reclaimable(self, group: PodGroup, members: Sequence[Pod]) -> list[Unit]:
+        """What a gang of a queue below its share may evict from queues over theirs."""
+        if not self._shared():
+            return []
+        queue = known_queue(self.queues, group.queue)
+        if queue is None or not queue.valid:
+            return []
+        need: dict[str, int] = {}
+        for member in members:
+            add_into(need, member.requests)
+        book = self.book = build_book(self.handle, self.queues)
+        return reclaimable_units(self.handle, book, group,
+                                 {r: v for r, v in need.items() if v > 0},
+                                 self._gang_priority)
+
+    def reclaimed(self, group: PodGroup, victims: Victims) -> None:
+        """Tell each gang that loses members which queue took the room back."""
+        evicted: dict[str, int] = {}
+        for pod in victims.pods:
+            evicted[pod.group_key] = evicted.get(pod.group_key, 0) + 1
+        for key, count in sorted(evicted.items()):
+            victim = self.handle.podgroup(key)
+            if victim is not None:
+                self.handle.group_event(
+                    victim, "Normal", "Reclaimed",
+                    f'Queue "{group.queue}" is below its deserved share and takes back the '
+                    f'room Queue "{victim.queue}" borrowed: {count} member(s) of this gang '
+                    f"are evicted for gang {group.key}")
+        self.handle.metrics.queue_reclaims.inc(group.queue)
+
+    def _gang_priority(self, group: PodGroup, members: list[Pod]) -> int:
+        if group.priority_class_name:
+            value = self.handle.priority_class(group.priority_class_name)
+            if value is not None:
+                return value
+        return max((m.priority for m in members), default=0)
+
     # -- queue records (from the Queue watch, under the cache lock) ----------------------
     def set_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
@@ -94,6 +139,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
                 continue
             status = {"deserved": fmt(ledger.deserved), "allocated": fmt(ledger.allocated),
                       "pending": ledger.pending, "running": ledger.running}
+            self._export(name, ledger)
             if self.statuses.get(name) != status:
                 moved = moved or _shares(self.statuses.get(name)) != _shares(status)
                 self.statuses[name] = status
@@ -103,6 +149,16 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
             return []
         return [key for ledger in book.ledgers.values() for key in ledger.waiting_gangs]
 
+    def _export(self, name: str, ledger: QueueLedger) -> None:
+        metrics = self.handle.metrics
+        for resource in set(ledger.deserved) | set(ledger.allocated):
+            scale = 1000.0 if resource == CPU else 1.0
+            metrics.queue_deserved.set(ledger.deserved.get(resource, 0) / scale, name, resource)
+            metrics.queue_allocated.set(ledger.allocated.get(resource, 0) / scale, name,
+                                        resource)
+        metrics.queue_gangs.set(float(ledger.pending), name, "pending")
+        metrics.queue_gangs.set(float(ledger.running), name, "running")
+
     def status_of(self, name: str) -> dict[str, Any] | None:
         with self.handle.cache.lock:
             return self.statuses.get(name) if name in self.queues else None
@@ -110,3 +166,11 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
 
 def _shares(status: Mapping[str, Any] | None) -> tuple[Any, ...]:
     return (None, None) if status is None else (status["deserved"], status["allocated"])
+
+
+def attach_proportion(instances: Mapping[str, object]) -> None:
+    """Let the gang's preemption reclaim queue shares when the profile has both."""
+    gang, proportion = instances.get("Coscheduling"), instances.get(NAME)
+    if isinstance(gang, Coscheduling) and isinstance(proportion, Proportion):
+        gang.preemption.reclaimable = proportion.reclaimable
+        gang.preemption.reclaimed = proportion.reclaimed
