@@ -11,6 +11,7 @@ from typing import Any
 
 from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION
 from coscheduling.api.podgroups import parse_podgroup
+from coscheduling.api.queues import PLURAL as QUEUES
 from coscheduling.api.times import format_duration, parse_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
 
@@ -54,6 +55,24 @@ def _member_row(pod: dict[str, Any], event: dict[str, Any] | None) -> list[str]:
     return [meta["name"], node, state, why or "-"]
 
 
+def _queue_line(client: KubeClient, name: str) -> str:
+    """The gang's Queue: its weight and share as the scheduler last wrote them."""
+    try:
+        raw = client.get(f"/apis/{GROUP_API}/{GROUP_VERSION}/{QUEUES}/{q(name)}")
+    except ApiError as err:
+        if err.not_found:
+            return f'  Queue "{name}" not found: the gang waits until it exists'
+        raise
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
+
+    def amounts(key: str) -> str:
+        return ", ".join(f"{r} {v}" for r, v in sorted((status.get(key) or {}).items())) or "-"
+
+    return (f'  Queue "{name}": weight {spec.get("weight", 1)}, deserved {amounts("deserved")}'
+            f', allocated {amounts("allocated")}; gangs pending {status.get("pending", 0)}, '
+            f'running {status.get("running", 0)}')
+
+
 def explain(client: KubeClient, namespace: str, name: str) -> str:
     path = f"/apis/{GROUP_API}/{GROUP_VERSION}/namespaces/{q(namespace)}/podgroups/{q(name)}"
     try:
@@ -70,6 +89,8 @@ def explain(client: KubeClient, namespace: str, name: str) -> str:
                 if group.max_schedule_time else "")]
     if group.errors:
         lines.append("  INVALID: " + "; ".join(group.errors))
+    else:
+        lines.append(_queue_line(client, group.queue))
     lines.append(f"  scheduled {status.get('scheduled', 0)}, running {status.get('running', 0)}"
                  f", succeeded {status.get('succeeded', 0)}, failed {status.get('failed', 0)}"
                  + (f"; attempt started {status['scheduleStartTime']}"
@@ -89,7 +110,10 @@ def explain(client: KubeClient, namespace: str, name: str) -> str:
                 for p in sorted(pods, key=lambda p: p["metadata"]["name"])]
         lines += _table([["NAME", "NODE", "STATE", "WHY"], *rows])
         bound = sum(1 for row in rows if row[1] != "-")
-        if bound < group.min_member:
+        share = next((row[3] for row in rows if f'Queue "{group.queue}"' in row[3]), "")
+        if bound == 0 and share:
+            lines.append(f"Waiting for: its queue's share. {share}")
+        elif bound < group.min_member:
             lines.append(f"Waiting for: {group.min_member - bound} more members to be placed "
                          f"together with the {bound} placed.")
     else:

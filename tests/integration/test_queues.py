@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.explain import explain
 from coscheduling.localcluster import LocalCluster
 from tests.integration.fixtures import kubectl
 from tests.integration.kube import (
@@ -94,6 +95,12 @@ def test_three_weighted_queues_end_with_their_deserved_cpu(
     wait_until(lambda: "deserved" in pod_condition(kube, namespace, waiting,
                                                    "PodScheduled").get("message", ""),
                what="the waiting gang's reason")
+    text = explain(kube, namespace, groups[queues[0]][-1])
+    assert f'Queue "{queues[0]}": weight 1, deserved cpu 2' in text, text
+    assert "Waiting for: its queue's share." in text, text
+    metrics = sched.service.scheduler.metrics
+    assert [metrics.queue_deserved.value(q, "cpu") for q in queues] == [2.0, 4.0, 6.0]
+    assert metrics.queue_gangs.value(queues[2], "running") == 3.0
     # kubectl get queues shows the columns.
     out = kubectl(local_cluster, "get", "queues", queues[2], "-o", "wide").stdout
     header, row = out.splitlines()[:2]
@@ -129,6 +136,8 @@ def test_a_gang_naming_a_missing_queue_waits_until_it_exists(
         kube, namespace, "g-0", "PodScheduled").get("message", ""),
         what="the reason naming the missing queue")
     assert bound_count(kube, namespace, "g") == 0
+    assert 'Queue "later" not found: the gang waits until it exists' in explain(
+        kube, namespace, "g")
     kube.create(QUEUES, {"apiVersion": "batch.scheduler.tencent.com/v1", "kind": "Queue",
                          "metadata": {"name": "later"}, "spec": {}})
     try:
