@@ -101,12 +101,7 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
         errors.append(f"spec.minMember: must be >= 1, got {min_member}")
     else:
         group.min_member = min_member
-    try:
-        group.min_resources = parse_resource_list(spec.get("minResources"))
-        if any(v < 0 for v in group.min_resources.values()):
-            errors.append("spec.minResources: quantities must not be negative")
-    except QuantityError as err:
-        errors.append(f"spec.minResources: {err}")
+    group.min_resources = parse_amounts(spec.get("minResources"), "spec.minResources", errors)
     raw_timeout = spec.get("maxScheduleTime")
     if raw_timeout not in (None, ""):
         try:
@@ -144,6 +139,19 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
             errors.append(f"spec.topology{err}")
     group.errors = tuple(errors)
     return group
+
+
+def parse_amounts(raw: object, path: str, errors: list[str]) -> dict[str, int]:
+    """A ResourceList field of non-negative quantities; what is wrong goes to ``errors``."""
+    try:
+        amounts = parse_resource_list(raw)
+    except QuantityError as err:
+        errors.append(f"{path}: {err}")
+        return {}
+    if any(v < 0 for v in amounts.values()):
+        errors.append(f"{path}: quantities must not be negative")
+        return {}
+    return amounts
 
 
 def valid_label_key(key: str) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
-from coscheduling.api.quantity import QuantityError, parse_resource_list
+from coscheduling.api.podgroups import parse_amounts
 
 PLURAL = "queues"
 KIND = "Queue"
@@ -60,13 +60,7 @@ def parse_queue(obj: dict[str, Any]) -> Queue:
         errors.append(f"spec.weight: must be an integer from 1 to {MAX_WEIGHT}, got {weight!r}")
     else:
         queue.weight = weight
-    try:
-        queue.capability = parse_resource_list(spec.get("capability"))
-        if any(v < 0 for v in queue.capability.values()):
-            errors.append("spec.capability: quantities must not be negative")
-            queue.capability = {}
-    except QuantityError as err:
-        errors.append(f"spec.capability: {err}")
+    queue.capability = parse_amounts(spec.get("capability"), "spec.capability", errors)
     reclaimable = spec.get("reclaimable", True)
     if not isinstance(reclaimable, bool):
         errors.append(f"spec.reclaimable: must be true or false, got {reclaimable!r}")

@@ -40,13 +40,7 @@ class Preemption:
 
     # -- who may preempt whom -------------------------------------------------------------
     def gang_priority(self, group: PodGroup, members: Sequence[Pod]) -> int:
-        """The PodGroup's PriorityClass if it names one that exists, else its highest
-        member's priority."""
-        if group.priority_class_name:
-            value = self.handle.priority_class(group.priority_class_name)
-            if value is not None:
-                return value
-        return max((m.priority for m in members), default=0)
+        return gang_priority(self.handle, group, members)
 
     def units(self, priority: int, own_group: str = "") -> list[Unit]:
         """What a preemptor of ``priority`` may evict: none, found without a look at every
@@ -134,6 +128,16 @@ class Preemption:
             if found is not None and self.reclaimed is not None:
                 self.reclaimed(group, found)
         return found
+
+
+def gang_priority(handle: Handle, group: PodGroup, members: Sequence[Pod]) -> int:
+    """The PodGroup's PriorityClass if it names one that exists, else its highest member's
+    priority."""
+    if group.priority_class_name:
+        value = handle.priority_class(group.priority_class_name)
+        if value is not None:
+            return value
+    return max((m.priority for m in members), default=0)
 
 
 def _fits_on(handle: Handle, pod: Pod, node_name: str) -> Callable[[], bool]:

@@ -19,6 +19,7 @@ from tests.integration.kube import (
     bound_count,
     create_pod,
     create_podgroup,
+    create_priority_class,
     events_for,
     list_pods,
     pod_body,
@@ -201,4 +202,26 @@ def test_a_borrower_gives_back_whole_gangs_when_another_queue_arrives(
     for queue in (borrower, owner):
         wait_until(lambda q=queue: _status(kube, q).get("allocated", {}).get("cpu") == "6",
                    what=f"queue {queue}'s status at 6 cpu")
+    sched.watcher.check_settled()
+
+
+def test_members_of_higher_priority_within_one_gang_go_first(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler
+        ) -> None:
+    """Room for two of a gang's three members (minMember 2): the newest member, of higher
+    priority, is one of the two placed (seed 000: pods of one job with different
+    PriorityClasses)."""
+    create_priority_class(kube, "cs-test-queue-low", 10)
+    create_priority_class(kube, "cs-test-queue-high", 1000)
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="2", memory="64Gi")
+    sched = start_scheduler(start=False)
+    create_podgroup(kube, namespace, "job", 2)
+    for i, level in enumerate(("low", "low", "high")):
+        create_pod(kube, namespace, pod_body(f"job-{i}", scheduler=sched.name, group="job",
+                                             priority_class=f"cs-test-queue-{level}"))
+    sched.start()
+    wait_until(lambda: bound_count(kube, namespace, "job") == 2, what="two members placed")
+    placed = {p["metadata"]["name"] for p in list_pods(kube, namespace)
+              if p["spec"].get("nodeName")}
+    assert "job-2" in placed and len(placed & {"job-0", "job-1"}) == 1, placed
     sched.watcher.check_settled()

@@ -112,18 +112,21 @@ def test_podgroup_bad_queue_is_named() -> None:
     assert group.errors == ("spec.queue: 'Not_A_Name' is not a valid Queue name",)
 
 
-def test_drf_orders_a_gang_holding_little_before_one_holding_much(sim: SimCluster) -> None:
+@pytest.mark.parametrize(("drf", "bound"), [(True, (2, 2)), (False, (4, 0))])
+def test_drf_orders_a_gang_holding_little_before_one_holding_much(
+        sim: SimCluster, drf: bool, bound: tuple[int, int]) -> None:
     """Gang "big" (older) holds 2 of 4 cpu and has two surplus members pending; gang "new"
-    holds nothing: with DRF, "new" goes first and takes the last 2 cpu."""
-    attach_drf(sim.scheduler.framework.instances)
+    holds nothing: with DRF, "new" goes first and takes the last 2 cpu; without it the order
+    is as before (age) and big's surplus takes them."""
+    if drf:
+        attach_drf(sim.scheduler.framework.instances)
     sim.add_node("n0", cpu="4")
     sim.add_group("big", 2)
     for i in range(2):
         sim.add_pod(f"big-{i}", group="big", memory="0")
     sim.run()
     assert sim.bound_in_group("big") == 2
-    drf = sim.scheduler.framework.instances["DRF"]
-    assert isinstance(drf, DRF)
+    assert isinstance(sim.scheduler.framework.instances["DRF"], DRF)
     sim.scheduler.refresh_queue_order()  # what housekeeping does once a second
     sim.add_group("new", 2)
     for i in range(2, 4):  # surplus members of big, queued before the new gang's
@@ -131,23 +134,7 @@ def test_drf_orders_a_gang_holding_little_before_one_holding_much(sim: SimCluste
     for i in range(2):
         sim.add_pod(f"new-{i}", group="new", memory="0")
     sim.run()
-    assert (sim.bound_in_group("big"), sim.bound_in_group("new")) == (2, 2)
-
-
-def test_without_drf_the_older_gang_goes_first(sim: SimCluster) -> None:
-    """The same cluster without DRF: the order is as before (age), big's surplus wins."""
-    sim.add_node("n0", cpu="4")
-    sim.add_group("big", 2)
-    for i in range(2):
-        sim.add_pod(f"big-{i}", group="big", memory="0")
-    sim.run()
-    sim.add_group("new", 2)
-    for i in range(2, 4):
-        sim.add_pod(f"big-{i}", group="big", memory="0")
-    for i in range(2):
-        sim.add_pod(f"new-{i}", group="new", memory="0")
-    sim.run()
-    assert (sim.bound_in_group("big"), sim.bound_in_group("new")) == (4, 0)
+    assert (sim.bound_in_group("big"), sim.bound_in_group("new")) == bound
 
 
 def test_drf_gang_priority_and_members_by_priority(sim: SimCluster) -> None:

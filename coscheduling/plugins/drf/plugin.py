@@ -18,6 +18,7 @@ from coscheduling.api.quantity import PODS, add_into
 from coscheduling.framework.interfaces import ClusterEventsPlugin, Handle, PreFilterPlugin
 from coscheduling.framework.status import SUCCESS, Status
 from coscheduling.plugins.coscheduling import Coscheduling
+from coscheduling.preemption.evaluator import gang_priority
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -43,17 +44,10 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin):
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         return SUCCESS
 
-    def gang_priority(self, group: PodGroup) -> int:
-        """The PodGroup's PriorityClass value, else its highest member's priority."""
-        if group.priority_class_name:
-            value = self.handle.priority_class(group.priority_class_name)
-            if value is not None:
-                return value
-        return max((p.priority for p in self.handle.cache.group_pods(group.key)), default=0)
-
     def gang_key(self, group: PodGroup, pod: Pod, partial: int) -> tuple[Any, ...]:
         """The QueueSort key of a member of ``group`` (``partial`` as Coscheduling has it)."""
-        return (-self.gang_priority(group), partial, self.shares.get(group.key, Fraction(0)),
+        priority = gang_priority(self.handle, group, self.handle.cache.group_pods(group.key))
+        return (-priority, partial, self.shares.get(group.key, Fraction(0)),
                 group.created, group.key, -pod.priority, pod.created, pod.key)
 
     def queue_order_changed(self) -> bool:

@@ -26,6 +26,7 @@ from coscheduling.plugins.proportion.book import (
     known_queue,
 )
 from coscheduling.plugins.proportion.reclaim import reclaimable_units
+from coscheduling.preemption.evaluator import gang_priority
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -94,7 +95,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         book = self.book = build_book(self.handle, self.queues)
         return reclaimable_units(self.handle, book, group,
                                  {r: v for r, v in need.items() if v > 0},
-                                 self._gang_priority)
+                                 lambda g, m: gang_priority(self.handle, g, m))
 
     def reclaimed(self, group: PodGroup, victims: Victims) -> None:
         """Tell each gang that loses members which queue took the room back."""
@@ -110,13 +111,6 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
                     f'room Queue "{victim.queue}" borrowed: {count} member(s) of this gang '
                     f"are evicted for gang {group.key}")
         self.handle.metrics.queue_reclaims.inc(group.queue)
-
-    def _gang_priority(self, group: PodGroup, members: list[Pod]) -> int:
-        if group.priority_class_name:
-            value = self.handle.priority_class(group.priority_class_name)
-            if value is not None:
-                return value
-        return max((m.priority for m in members), default=0)
 
     # -- queue records (from the Queue watch, under the cache lock) ----------------------
     def set_queue(self, queue: Queue) -> None:
