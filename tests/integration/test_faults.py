@@ -138,8 +138,8 @@ def test_kill_minus_nine_at_random_moments_leaves_no_partial_gang(
         "podMaxBackoffSeconds": 1}))
     gangs = {f"g{i}": rng.randint(2, 8) for i in range(2 * KILL_POINTS)}
     per_node = -(-sum(gangs.values()) // 4)  # 1-cpu members: 4 nodes hold every gang
-    for i in range(4):
-        make_node(f"crash-{i}", cpu=str(per_node))
+    for i in range(4):  # (and as many pods: 100 kill points make ~1000 of them)
+        make_node(f"crash-{i}", cpu=str(per_node), pods=max(110, per_node))
     log = tmp_path / "scheduler.log"
     partial_seen = 0
     with InvariantWatcher(kube, [namespace]) as watcher:
