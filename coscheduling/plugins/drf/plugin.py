@@ -40,13 +40,21 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin):
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         self.handle = handle
         self.shares: dict[str, Fraction] = {}  # gang -> dominant share, refreshed on rekey
+        # gang -> priority, so a key costs O(1) and not a look at every member (refreshed
+        # with the shares; a gang first seen between refreshes is looked at once).
+        self.priorities: dict[str, int] = {}
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         return SUCCESS
 
     def gang_key(self, group: PodGroup, pod: Pod, partial: int) -> tuple[Any, ...]:
         """The QueueSort key of a member of ``group`` (``partial`` as Coscheduling has it)."""
-        priority = gang_priority(self.handle, group, self.handle.cache.group_pods(group.key))
+        priority = self.priorities.get(group.key)
+        if priority is None:
+            priority = gang_priority(self.handle, group, self.handle.cache.group_pods(group.key))
+        elif self.handle.priority_class(group.priority_class_name) is None:
+            priority = max(priority, pod.priority)  # a member that raises its gang's
+        self.priorities[group.key] = priority
         return (-priority, partial, self.shares.get(group.key, Fraction(0)),
                 group.created, group.key, -pod.priority, pod.created, pod.key)
 
@@ -59,16 +67,21 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin):
                 add_into(capacity, info.node.allocatable)
         capacity.pop(PODS, None)
         shares: dict[str, Fraction] = {}
+        priorities: dict[str, int] = {}
         for group_key in cache.group_keys():
             held: dict[str, int] = {}
-            for pod in cache.group_pods(group_key):
+            members = cache.group_pods(group_key)
+            group = self.handle.podgroup(group_key)
+            if group is not None:
+                priorities[group_key] = gang_priority(self.handle, group, members)
+            for pod in members:
                 if pod.node_name or cache.assumed_node(pod.key):
                     add_into(held, pod.requests)
             share = dominant_share(held, capacity)
             if share:
                 shares[group_key] = share
-        changed = shares != self.shares
-        self.shares = shares
+        changed = shares != self.shares or priorities != self.priorities
+        self.shares, self.priorities = shares, priorities
         return changed
 
 

@@ -48,6 +48,8 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         self.statuses: dict[str, dict[str, Any]] = {}
         self.status_listeners: list[Callable[[str], None]] = []
         self.book: Book | None = None  # the latest, for explain and metrics
+        self._book_at: tuple[int, ...] = ()  # what the cache and queues were for it
+        self._queues_version = 0
 
     def _shared(self) -> bool:
         """With one queue and no capability every gang is within its share: skip the sums."""
@@ -78,8 +80,19 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
 
     def why_waiting(self, queue_name: str, need: Mapping[str, int]) -> str:
         """Why a pending gang of ``queue_name`` needing ``need`` waits ("" if it may go)."""
-        self.book = build_book(self.handle, self.queues)
-        return admission(self.book, queue_name, need)
+        return admission(self._current_book(), queue_name, need)
+
+    def _current_book(self) -> Book:
+        """The ledger, rebuilt only when the cache's nodes (what is placed), the pods of
+        gangs or the queues changed since the last one: a gang's admission looks at it for
+        its pod and again for the first member it places."""
+        cache = self.handle.cache
+        keys = cache.group_keys()
+        at = (cache.change_seq, self._queues_version, len(keys),
+              sum(len(cache.group_pods(k)) for k in keys))
+        if self.book is None or at != self._book_at:
+            self.book, self._book_at = build_book(self.handle, self.queues), at
+        return self.book
 
     # -- reclaim (called by the gang's preemption, under the cache lock) ---------------------
     def reclaimable(self, group: PodGroup, members: Sequence[Pod]) -> list[Unit]:
@@ -92,7 +105,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         need: dict[str, int] = {}
         for member in members:
             add_into(need, member.requests)
-        book = self.book = build_book(self.handle, self.queues)
+        book = self._current_book()
         return reclaimable_units(self.handle, book, group,
                                  {r: v for r, v in need.items() if v > 0},
                                  lambda g, m: gang_priority(self.handle, g, m))
@@ -115,9 +128,11 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
     # -- queue records (from the Queue watch, under the cache lock) ----------------------
     def set_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
+        self._queues_version += 1
 
     def remove_queue(self, name: str) -> None:
         self.queues.pop(name, None)
+        self._queues_version += 1
         self.statuses.pop(name, None)
 
     # -- status ----------------------------------------------------------------------------
@@ -127,6 +142,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         if not self.queues:
             return []
         book = self.book = build_book(self.handle, self.queues)
+        self._book_at = ()
         moved = False
         for name, ledger in book.ledgers.items():
             if name not in self.queues:
