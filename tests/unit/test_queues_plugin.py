@@ -193,3 +193,36 @@ def test_no_reclaim_for_a_gang_that_would_still_not_fit(sim: SimCluster) -> None
     sim.run()
     assert (_bound(sim, "a"), _bound(sim, "b")) == (8, 0)
     assert sim.evictions.victims == []
+
+
+def test_reclaim_takes_surplus_members_before_a_whole_gang(sim: SimCluster) -> None:
+    """a's one gang (minMember 2) fills 8 cpu with 8 members; b's gang of 2 takes two of
+    its surplus members, and the gang keeps running."""
+    attach_proportion(sim.scheduler.framework.instances)
+    sim.add_node("n0", cpu="8")
+    _queue(sim, "a", 1)
+    _queue(sim, "b", 1)
+    sim.add_group("a-g0", 2, queue="a")
+    for i in range(8):
+        sim.add_pod(f"a-g0-{i}", group="a-g0", memory="0")
+    sim.run()
+    _gangs(sim, "b", 1)
+    sim.run()
+    assert (sim.bound_in_group("a-g0"), _bound(sim, "b")) == (6, 2)
+    assert len(sim.evictions.victims) == 2
+
+
+def test_reclaim_takes_the_lowest_priority_gang_first(sim: SimCluster) -> None:
+    attach_proportion(sim.scheduler.framework.instances)
+    sim.add_node("n0", cpu="4")
+    _queue(sim, "a", 1)
+    _queue(sim, "b", 1)
+    for group, priority in (("a-g0", 5), ("a-g1", 1)):
+        sim.add_group(group, 2, queue="a")
+        for i in range(2):
+            sim.add_pod(f"{group}-{i}", group=group, memory="0", priority=priority)
+    sim.run()
+    _gangs(sim, "b", 1)
+    sim.run()
+    assert sorted(sim.evictions.victims) == ["ns/a-g1-0", "ns/a-g1-1"]
+    assert (sim.bound_in_group("a-g0"), _bound(sim, "b")) == (2, 2)

@@ -70,8 +70,15 @@ def reclaimable_units(handle: Handle, book: Book, group: PodGroup, need: Mapping
         _within(going, budget, force=True)
         taken: list[Unit] = []
         for unit in offered:
-            if unit.group_key and _within(unit.pods, budget):
+            if not unit.group_key:
+                continue
+            if _within(unit.pods, budget):
                 taken.append(unit)
+                continue
+            # Too big to go whole: its surplus members may still go, newest first.
+            surplus = [p for p in reversed(unit.surplus) if _within([p], budget)]
+            if surplus:
+                taken.append(Unit([], unit.priority, unit.group_key, surplus))
         units += reversed(taken)
     return units
 
