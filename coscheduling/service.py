@@ -143,7 +143,10 @@ class SchedulerService:
                 self.client, QUEUES_PATH, parse_queue, lambda queue: queue.name,
                 QueueEvents(s, self.proportion), name="queues",
                 watch_read_timeout=WATCH_TIMEOUT))
-            self.queue_writer = QueueStatusWriter(self.report_client, self.proportion.status_of)
+            proportion = self.proportion  # only the leader writes Queue status
+            self.queue_writer = QueueStatusWriter(
+                self.report_client,
+                lambda name: proportion.status_of(name) if s.active.is_set() else None)
             self.proportion.status_listeners.append(self.queue_writer.mark)
         self.http: HttpEndpoint | None = None
         if config.metrics_bind_address:
@@ -216,6 +219,9 @@ class SchedulerService:
         # parked pod again.
         self.scheduler.capacity_freed()
         self.scheduler.active.set()
+        if self.queue_writer is not None and isinstance(self.proportion, Proportion):
+            for name in list(self.proportion.statuses):
+                self.queue_writer.mark(name)
 
     def _stopped_leading(self) -> None:
         """Stop scheduling and binding at once; the process is expected to exit."""
