@@ -226,3 +226,20 @@ def test_reclaim_takes_the_lowest_priority_gang_first(sim: SimCluster) -> None:
     sim.run()
     assert sorted(sim.evictions.victims) == ["ns/a-g1-0", "ns/a-g1-1"]
     assert (sim.bound_in_group("a-g0"), _bound(sim, "b")) == (2, 2)
+
+
+def test_pods_outside_every_queue_are_not_divided(sim: SimCluster) -> None:
+    """4 of 12 cpu are held by a pod without a PodGroup: queues a and b divide the other 8."""
+    for n in range(3):
+        sim.add_node(f"n{n}", cpu="4")
+    sim.add_pod("plain", cpu="4", memory="0")
+    sim.run()
+    _queue(sim, "a", 1)
+    _queue(sim, "b", 1)
+    _gangs(sim, "a", 4)
+    _gangs(sim, "b", 4)
+    sim.run()
+    assert (_bound(sim, "a"), _bound(sim, "b")) == (4, 4)
+    proportion = _proportion(sim)
+    proportion.housekeeping(0.0)
+    assert proportion.statuses["a"]["deserved"] == {"cpu": "4"}

@@ -69,12 +69,17 @@ def admitted(handle: Handle, members: Iterable[Pod]) -> bool:
 
 
 def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
-    """Every queue's ledger and deserved share, from the cache (under its lock)."""
+    """Every queue's ledger and deserved share, from the cache (under its lock). What the
+    queues divide is the nodes' allocatable less what pods outside every queue hold (pods
+    without a PodGroup, other schedulers' pods): room nobody can give them."""
     cache = handle.cache
     capacity: dict[str, int] = {}
+    used: dict[str, int] = {}
     for info in cache.nodes():
         if info.node is not None:
             add_into(capacity, info.node.allocatable)
+            add_into(used, info.requested)
+            add_into(used, info.claimed)
     capacity.pop(PODS, None)
     ledgers = {name: QueueLedger(queue) for name, queue in queues.items()}
     if DEFAULT_QUEUE not in ledgers:
@@ -94,6 +99,11 @@ def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
             ledger.pending += 1
             ledger.waiting_gangs.append(group_key)
             add_into(ledger.asked, gang_need(group, members))
+    for ledger in ledgers.values():
+        add_into(used, ledger.allocated, -1)
+    for resource, outside in used.items():
+        if resource in capacity and outside > 0:
+            capacity[resource] = max(0, capacity[resource] - outside)
     shares = deserved_shares(capacity, {
         name: Demand(ledger.queue.weight, _sum(ledger.allocated, ledger.asked),
                      ledger.queue.capability)
