@@ -225,3 +225,29 @@ def test_members_of_higher_priority_within_one_gang_go_first(
               if p["spec"].get("nodeName")}
     assert "job-2" in placed and len(placed & {"job-0", "job-1"}) == 1, placed
     sched.watcher.check_settled()
+
+
+def test_seed_000_example_on_the_api_server(
+        kube: KubeClient, namespace: str, make_node: Any, make_queue: Callable[..., str],
+        start_scheduler: StartScheduler) -> None:
+    """Seed 000's worked example: nodes of 6 cpu/15Gi and 3 cpu/12Gi, Queue-1 weight 2 with
+    a PodGroup asking cpu 5/10Gi, Queue-2 weight 4 with two asking cpu 4/12Gi and 6/8Gi:
+    deserved cpu 3/9Gi and cpu 6/18Gi, in the Queues' status."""
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="6", memory="15Gi")
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="3", memory="12Gi")
+    first, second = make_queue(2), make_queue(4)
+    sched = start_scheduler(start=False)
+    for group, queue, cpu, memory in (("pg-1", first, "5", "10Gi"), ("pg-2", second, "4", "12Gi"),
+                                      ("pg-3", second, "6", "8Gi")):
+        create_podgroup(kube, namespace, group, 1, queue=queue)
+        create_pod(kube, namespace, pod_body(f"{group}-0", scheduler=sched.name, group=group,
+                                             cpu=cpu, memory=memory))
+    sched.start()
+    for queue, deserved in ((first, {"cpu": "3", "memory": "9Gi"}),
+                            (second, {"cpu": "6", "memory": "18Gi"})):
+        wait_until(lambda q=queue, d=deserved: _status(kube, q).get("deserved") == d,
+                   what=f"queue {queue}'s deserved share {deserved}")
+    # pg-2 fits its queue's share and is placed; pg-1 (cpu 5 > 3) waits for its queue's.
+    wait_until(lambda: bound_count(kube, namespace, "pg-2") == 1, what="pg-2 placed")
+    assert bound_count(kube, namespace, "pg-1") == 0
+    sched.watcher.check_settled()
