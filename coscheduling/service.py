@@ -44,8 +44,7 @@ from coscheduling.eventhandlers import (
 )
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
-from coscheduling.plugins.drf import attach_drf
-from coscheduling.plugins.proportion import Proportion, attach_proportion
+from coscheduling.plugins.proportion import Proportion
 from coscheduling.plugins.registry import default_registry
 from coscheduling.preemption.pdb import Budget, parse_budget
 from coscheduling.scheduler import Scheduler
@@ -131,8 +130,6 @@ class SchedulerService:
         ]
         self.status_writer: GroupStatusWriter | None = None
         gang = s.framework.instances.get("Coscheduling")
-        attach_drf(s.framework.instances)
-        attach_proportion(s.framework.instances)
         if isinstance(gang, Coscheduling):
             self.status_writer = GroupStatusWriter(self.report_client, gang.status_of)
             s.group_listeners.append(self.status_writer.mark)

@@ -196,6 +196,15 @@ class PostBindPlugin(Plugin):
         """Informational: the pod is bound."""
 
 
+class ProfileAware(Plugin):
+    """A plugin that works through another one of its profile (DRF gives the gang plugin its
+    queue order; Proportion gives the gang's preemption its reclaim)."""
+
+    @abstractmethod
+    def joined(self, plugins: Mapping[str, Plugin]) -> None:
+        """Called once, when every plugin of the profile exists (by name)."""
+
+
 class ClusterEventsPlugin(Plugin):
     """Optional hooks for plugins that keep state across cycles (the gang plugin).
 

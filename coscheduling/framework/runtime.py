@@ -18,6 +18,7 @@ from coscheduling.framework.interfaces import (
     PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
+    ProfileAware,
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
@@ -96,6 +97,9 @@ class Framework:
             instances, enabled.post_bind, PostBindPlugin)
         self.waiting_pods = waiting_pods
         self._observe = observe
+        for plugin in self.instances.values():
+            if isinstance(plugin, ProfileAware):
+                plugin.joined(self.instances)
         signers: dict[int, FilterPlugin | ScorePlugin] = {id(p): p for p in self.filter_plugins}
         signers.update((id(p), p) for p in self.score_plugins)
         self._signers = list(signers.values())

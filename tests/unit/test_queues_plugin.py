@@ -10,8 +10,8 @@ import pytest
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.queues import parse_queue
 from coscheduling.eventhandlers import QueueEvents
-from coscheduling.plugins.drf import DRF, attach_drf
-from coscheduling.plugins.proportion import Proportion, attach_proportion
+from coscheduling.plugins.drf import DRF
+from coscheduling.plugins.proportion import Proportion
 from tests.simulation import SimCluster
 
 
@@ -114,19 +114,26 @@ def test_podgroup_bad_queue_is_named() -> None:
 
 @pytest.mark.parametrize(("drf", "bound"), [(True, (2, 2)), (False, (4, 0))])
 def test_drf_orders_a_gang_holding_little_before_one_holding_much(
-        sim: SimCluster, drf: bool, bound: tuple[int, int]) -> None:
+        drf: bool, bound: tuple[int, int]) -> None:
     """Gang "big" (older) holds 2 of 4 cpu and has two surplus members pending; gang "new"
-    holds nothing: with DRF, "new" goes first and takes the last 2 cpu; without it the order
-    is as before (age) and big's surplus takes them."""
-    if drf:
-        attach_drf(sim.scheduler.framework.instances)
+    holds nothing: with DRF, "new" goes first and takes the last 2 cpu; without it (a profile
+    that disables it) the order is as before (age) and big's surplus takes them."""
+    disabled = {} if drf else {"plugins": {"preFilter": {"disabled": [{"name": "DRF"}]}}}
+    sim = SimCluster(disabled)
+    try:
+        _drf_scenario(sim, drf, bound)
+    finally:
+        sim.close()
+
+
+def _drf_scenario(sim: SimCluster, drf: bool, bound: tuple[int, int]) -> None:
     sim.add_node("n0", cpu="4")
     sim.add_group("big", 2)
     for i in range(2):
         sim.add_pod(f"big-{i}", group="big", memory="0")
     sim.run()
     assert sim.bound_in_group("big") == 2
-    assert isinstance(sim.scheduler.framework.instances["DRF"], DRF)
+    assert isinstance(sim.scheduler.framework.instances.get("DRF"), DRF) == drf
     sim.scheduler.refresh_queue_order()  # what housekeeping does once a second
     sim.add_group("new", 2)
     for i in range(2, 4):  # surplus members of big, queued before the new gang's
@@ -140,7 +147,6 @@ def test_drf_orders_a_gang_holding_little_before_one_holding_much(
 def test_drf_gang_priority_and_members_by_priority(sim: SimCluster) -> None:
     """The gang with the higher-priority member goes first as a whole; inside a gang the
     higher-priority member is tried first."""
-    attach_drf(sim.scheduler.framework.instances)
     sim.add_group("low", 1)
     sim.add_group("high", 2)
     sim.add_pod("low-0", group="low", priority=5)
@@ -154,7 +160,6 @@ def test_drf_gang_priority_and_members_by_priority(sim: SimCluster) -> None:
 
 def _reclaim_cluster(sim: SimCluster, reclaimable: bool = True) -> None:
     """Queue a alone fills 8 cpu with four 2-cpu gangs; then queue b's gangs arrive."""
-    attach_proportion(sim.scheduler.framework.instances)
     sim.add_node("n0", cpu="8")
     _queue(sim, "a", 1, reclaimable=reclaimable)
     _queue(sim, "b", 1)
@@ -183,7 +188,6 @@ def test_a_queue_that_is_not_reclaimable_keeps_what_it_borrowed(sim: SimCluster)
 
 def test_no_reclaim_for_a_gang_that_would_still_not_fit(sim: SimCluster) -> None:
     """b's gang needs 6 cpu: within b's share of 4? No, so nothing is taken for it."""
-    attach_proportion(sim.scheduler.framework.instances)
     sim.add_node("n0", cpu="8")
     _queue(sim, "a", 1)
     _queue(sim, "b", 1)
@@ -198,7 +202,6 @@ def test_no_reclaim_for_a_gang_that_would_still_not_fit(sim: SimCluster) -> None
 def test_reclaim_takes_surplus_members_before_a_whole_gang(sim: SimCluster) -> None:
     """a's one gang (minMember 2) fills 8 cpu with 8 members; b's gang of 2 takes two of
     its surplus members, and the gang keeps running."""
-    attach_proportion(sim.scheduler.framework.instances)
     sim.add_node("n0", cpu="8")
     _queue(sim, "a", 1)
     _queue(sim, "b", 1)
@@ -213,7 +216,6 @@ def test_reclaim_takes_surplus_members_before_a_whole_gang(sim: SimCluster) -> N
 
 
 def test_reclaim_takes_the_lowest_priority_gang_first(sim: SimCluster) -> None:
-    attach_proportion(sim.scheduler.framework.instances)
     sim.add_node("n0", cpu="4")
     _queue(sim, "a", 1)
     _queue(sim, "b", 1)

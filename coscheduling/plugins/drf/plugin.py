@@ -15,7 +15,13 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api.quantity import PODS, add_into
-from coscheduling.framework.interfaces import ClusterEventsPlugin, Handle, PreFilterPlugin
+from coscheduling.framework.interfaces import (
+    ClusterEventsPlugin,
+    Handle,
+    Plugin,
+    PreFilterPlugin,
+    ProfileAware,
+)
 from coscheduling.framework.status import SUCCESS, Status
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.preemption.evaluator import gang_priority
@@ -34,7 +40,7 @@ def dominant_share(held: Mapping[str, int], capacity: Mapping[str, int]) -> Frac
                 if amount > 0 and capacity.get(r, 0) > 0), default=Fraction(0))
 
 
-class DRF(PreFilterPlugin, ClusterEventsPlugin):
+class DRF(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -43,6 +49,12 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin):
         # gang -> priority, so a key costs O(1) and not a look at every member (refreshed
         # with the shares; a gang first seen between refreshes is looked at once).
         self.priorities: dict[str, int] = {}
+
+    def joined(self, plugins: Mapping[str, Plugin]) -> None:
+        """The gang plugin's QueueSort orders gangs by this plugin's key."""
+        gang = plugins.get("Coscheduling")
+        if isinstance(gang, Coscheduling):
+            gang.gang_order = self.gang_key
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         return SUCCESS
@@ -83,10 +95,3 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin):
         changed = shares != self.shares or priorities != self.priorities
         self.shares, self.priorities = shares, priorities
         return changed
-
-
-def attach_drf(instances: Mapping[str, object]) -> None:
-    """Give the Coscheduling QueueSort DRF's key when the profile has both."""
-    gang, drf = instances.get("Coscheduling"), instances.get(NAME)
-    if isinstance(gang, Coscheduling) and isinstance(drf, DRF):
-        gang.gang_order = drf.gang_key

@@ -1,5 +1,5 @@
 """Queues: the cluster divided between them by weight, gangs admitted by their share."""
 
-from coscheduling.plugins.proportion.plugin import NAME, Proportion, attach_proportion
+from coscheduling.plugins.proportion.plugin import NAME, Proportion
 
-__all__ = ["NAME", "Proportion", "attach_proportion"]
+__all__ = ["NAME", "Proportion"]

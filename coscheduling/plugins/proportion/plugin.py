@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from coscheduling.api.quantity import CPU, add_into
 from coscheduling.api.queues import Queue
-from coscheduling.framework.interfaces import ClusterEventsPlugin, Handle, PreFilterPlugin
+from coscheduling.framework.interfaces import (
+    ClusterEventsPlugin,
+    Handle,
+    Plugin,
+    PreFilterPlugin,
+    ProfileAware,
+)
 from coscheduling.framework.status import SUCCESS, Status
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.proportion.book import (
@@ -38,7 +44,7 @@ if TYPE_CHECKING:
 NAME = "Proportion"
 
 
-class Proportion(PreFilterPlugin, ClusterEventsPlugin):
+class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -54,6 +60,13 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
     def _shared(self) -> bool:
         """With one queue and no capability every gang is within its share: skip the sums."""
         return len(self.queues) > 1 or any(q.capability for q in self.queues.values())
+
+    def joined(self, plugins: Mapping[str, Plugin]) -> None:
+        """The gang plugin's preemption may reclaim what queues over their share borrowed."""
+        gang = plugins.get("Coscheduling")
+        if isinstance(gang, Coscheduling):
+            gang.preemption.reclaimable = self.reclaimable
+            gang.preemption.reclaimed = self.reclaimed
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         group = self.handle.podgroup(pod.group_key) if pod.group_key else None
@@ -176,11 +189,3 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
 
 def _shares(status: Mapping[str, Any] | None) -> tuple[Any, ...]:
     return (None, None) if status is None else (status["deserved"], status["allocated"])
-
-
-def attach_proportion(instances: Mapping[str, object]) -> None:
-    """Let the gang's preemption reclaim queue shares when the profile has both."""
-    gang, proportion = instances.get("Coscheduling"), instances.get(NAME)
-    if isinstance(gang, Coscheduling) and isinstance(proportion, Proportion):
-        gang.preemption.reclaimable = proportion.reclaimable
-        gang.preemption.reclaimed = proportion.reclaimed
