@@ -90,15 +90,24 @@ def _gone(kube: KubeClient, namespace: str, prefix: str) -> list[str]:
             if p["metadata"]["name"].startswith(prefix)]
 
 
+def _node_full_of_a_low_gang(kube: KubeClient, namespace: str, make_node: Any,
+                             start_scheduler: StartScheduler, cpu: int,
+                             min_member: int) -> tuple[Any, Kubelet]:
+    """One node of ``cpu`` cpu filled by gang "low" (one 1-cpu member per cpu)."""
+    _classes(kube)
+    _node(make_node, namespace, str(cpu))
+    sched = start_scheduler()
+    kubelet = Kubelet(kube, namespace)
+    _gang(kube, namespace, sched.name, "low", cpu, min_member, LOW)
+    wait_until(lambda: bound_count(kube, namespace, "low") == cpu, what="the low gang")
+    return sched, kubelet
+
+
 def test_a_high_gang_evicts_a_whole_low_gang_and_is_bound(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
-    _classes(kube)
-    _node(make_node, namespace, "4")
-    sched = start_scheduler()
-    kubelet = Kubelet(kube, namespace)
-    _gang(kube, namespace, sched.name, "low", 4, 4, LOW)
-    wait_until(lambda: bound_count(kube, namespace, "low") == 4, what="the low gang")
+    sched, kubelet = _node_full_of_a_low_gang(kube, namespace, make_node, start_scheduler,
+                                              cpu=4, min_member=4)
     _gang(kube, namespace, sched.name, "high", 2, 2, HIGH)
     kubelet.until(lambda: bound_count(kube, namespace, "high") == 2, what="the high gang")
     assert sorted(kubelet.terminated) == [f"low-{i}" for i in range(4)]  # all of it
@@ -116,12 +125,8 @@ def test_a_high_gang_evicts_a_whole_low_gang_and_is_bound(
 def test_a_high_gang_takes_exactly_two_surplus_members(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
-    _classes(kube)
-    _node(make_node, namespace, "6")
-    sched = start_scheduler()
-    kubelet = Kubelet(kube, namespace)
-    _gang(kube, namespace, sched.name, "low", 6, 2, LOW)
-    wait_until(lambda: bound_count(kube, namespace, "low") == 6, what="the low gang")
+    sched, kubelet = _node_full_of_a_low_gang(kube, namespace, make_node, start_scheduler,
+                                              cpu=6, min_member=2)
     _gang(kube, namespace, sched.name, "high", 2, 2, HIGH)
     kubelet.until(lambda: bound_count(kube, namespace, "high") == 2, what="the high gang")
     assert len(kubelet.terminated) == 2
@@ -132,12 +137,8 @@ def test_a_high_gang_takes_exactly_two_surplus_members(
 def test_no_eviction_when_it_would_not_help_or_the_policy_is_never(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
-    _classes(kube)
-    _node(make_node, namespace, "4")
-    sched = start_scheduler()
-    kubelet = Kubelet(kube, namespace)
-    _gang(kube, namespace, sched.name, "low", 4, 4, LOW)
-    wait_until(lambda: bound_count(kube, namespace, "low") == 4, what="the low gang")
+    sched, kubelet = _node_full_of_a_low_gang(kube, namespace, make_node, start_scheduler,
+                                              cpu=4, min_member=4)
     _gang(kube, namespace, sched.name, "huge", 5, 5, HIGH)  # 5 cpu > the node's 4
     _gang(kube, namespace, sched.name, "polite", 2, 2, POLITE)
     wait_until(lambda: all("cannot be placed" in _why(kube, namespace, f"{g}-0")
