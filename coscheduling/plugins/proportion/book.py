@@ -50,8 +50,11 @@ def known_queue(queues: Mapping[str, Queue], name: str) -> Queue | None:
 
 
 def is_placed(handle: Handle, pod: Pod) -> bool:
+    """Bound, assumed or claimed on a node that exists: a pod left bound to a deleted node
+    (no kubelet or pod GC removed it yet) holds no room a queue could be charged for."""
     cache = handle.cache
-    return bool(pod.node_name or cache.assumed_node(pod.key) or cache.claimed_node(pod.key))
+    node = pod.node_name or cache.assumed_node(pod.key) or cache.claimed_node(pod.key)
+    return bool(node) and cache.node(node) is not None
 
 
 def gang_need(group: PodGroup, members: Iterable[Pod]) -> dict[str, int]:
