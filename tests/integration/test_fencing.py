@@ -121,9 +121,12 @@ def _run(local_cluster: LocalCluster, kube: KubeClient, namespace: str, lease: s
                 "apiVersion": "config.batch.scheduler.tencent.com/v1",
                 "kind": "SchedulerConfiguration", "schedulerName": name,
                 "metricsBindAddress": "127.0.0.1:0", "bindingParallelism": 1,
+                # Long enough that a new leader starved of CPU by a loaded machine does not
+                # miss its renewals, lose the Lease and let the resumed one win it back
+                # (a legitimate flip that would bind under A's name, as seen under load).
                 "leaderElection": {"leaderElect": True, "resourceNamespace": namespace,
-                                   "resourceName": lease, "leaseDuration": "4s",
-                                   "renewDeadline": "3s", "retryPeriod": "500ms"}}))
+                                   "resourceName": lease, "leaseDuration": "10s",
+                                   "renewDeadline": "8s", "retryPeriod": "1s"}}))
             replicas.append(_replica(local_cluster.kubeconfig, config, logs[index], fault))
             if index == 0:
                 a = wait_until(lambda: _holder(kube, lease_path), what="A leading")
