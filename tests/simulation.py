@@ -208,6 +208,22 @@ class SimCluster:
         self.scheduler.stop()
 
 
+def gang_of_three_on_three_nodes(config: Mapping[str, Any]) -> tuple[int, int, list[str]]:
+    """A gang of three 1-cpu members on three empty 8-cpu nodes, under ``config``: (members
+    bound, nodes they use, invariant violations), for tests of how a profile places a gang."""
+    sim = SimCluster(config)
+    try:
+        for i in range(3):
+            sim.add_node(f"n{i}", cpu="8")
+        sim.add_group("g", 3)
+        for i in range(3):
+            sim.add_pod(f"p{i}", group="g")
+        sim.run()
+        return sim.bound_in_group("g"), len(set(sim.bound.values())), list(sim.violations)
+    finally:
+        sim.close()
+
+
 class RecordingEvictor:
     """Preemption's writes in the simulation: victims are recorded, and checked at once
     against the gang rule (a gang keeps minMember bound members or loses them all); their

@@ -161,12 +161,17 @@ def _layout(racks: Racks) -> dict[str, list[str]]:
     }
 
 
+def _racks_and_scheduler(make_node: Any, start_scheduler: StartScheduler
+                         ) -> tuple[Racks, dict[str, list[str]], Any]:
+    """The racks of ``_layout`` on fresh nodes, and a scheduler for the test."""
+    racks = Racks(make_node, f"t{uuid.uuid4().hex[:6]}")
+    return racks, _layout(racks), start_scheduler()
+
+
 def test_required_gang_lands_only_in_the_rack_that_holds_it(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
-    racks = Racks(make_node, f"t{uuid.uuid4().hex[:6]}")
-    layout = _layout(racks)
-    sched = start_scheduler()
+    racks, layout, sched = _racks_and_scheduler(make_node, start_scheduler)
     _topology_gang(kube, namespace, sched.name, racks, "g", 4, "3", "Required", [RACK])
     wait_until(lambda: bound_count(kube, namespace, "g") == 4, what="the gang in rack r2")
     assert _nodes_of(kube, namespace, "g") <= set(layout["r2"])
@@ -176,9 +181,7 @@ def test_required_gang_that_fits_no_rack_binds_nothing_and_says_why(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
     """Six 3-cpu members fit in the cluster (r1 + r2 + r3 hold eight) but in no rack."""
-    racks = Racks(make_node, f"t{uuid.uuid4().hex[:6]}")
-    _layout(racks)
-    sched = start_scheduler()
+    racks, _, sched = _racks_and_scheduler(make_node, start_scheduler)
     _topology_gang(kube, namespace, sched.name, racks, "g", 6, "3", "Required", [RACK])
     expected = (f"topology Required: no domain of {RACK} can hold the gang's 6 missing "
                 f"members, which need cpu 18, memory 768Mi; the largest, {RACK}=r2, has "
@@ -192,9 +195,7 @@ def test_required_gang_that_fits_no_rack_binds_nothing_and_says_why(
 def test_preferred_gang_that_fits_no_rack_is_placed_across_racks(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
-    racks = Racks(make_node, f"t{uuid.uuid4().hex[:6]}")
-    layout = _layout(racks)
-    sched = start_scheduler()
+    racks, layout, sched = _racks_and_scheduler(make_node, start_scheduler)
     _topology_gang(kube, namespace, sched.name, racks, "g", 6, "3", "Preferred", [RACK])
     wait_until(lambda: bound_count(kube, namespace, "g") == 6, what="the gang, anywhere")
     used = _nodes_of(kube, namespace, "g")
@@ -204,9 +205,7 @@ def test_preferred_gang_that_fits_no_rack_is_placed_across_racks(
 def test_two_level_keys_take_the_rack_when_one_fits_and_the_zone_otherwise(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
-    racks = Racks(make_node, f"t{uuid.uuid4().hex[:6]}")
-    layout = _layout(racks)
-    sched = start_scheduler()
+    racks, layout, sched = _racks_and_scheduler(make_node, start_scheduler)
     _topology_gang(kube, namespace, sched.name, racks, "small", 4, "3", "Required",
                    [RACK, ZONE])
     wait_until(lambda: bound_count(kube, namespace, "small") == 4, what="the small gang")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tests.simulation import SimCluster
+from tests.simulation import SimCluster, gang_of_three_on_three_nodes
 
 
 def test_gang_binds_all_together(sim: SimCluster) -> None:
@@ -244,17 +244,8 @@ def test_members_go_to_the_nodes_admission_claimed_for_them(sim: SimCluster) -> 
                                                        ("LeastAllocated", 3)])
 def test_admission_places_members_with_the_profiles_scoring(strategy: str,
                                                             nodes_used: int) -> None:
-    sim = SimCluster({"pluginConfig": [{"name": "NodeResourcesFit", "args": {
-        "scoringStrategy": {"type": strategy}}}]})
-    try:
-        for i in range(3):
-            sim.add_node(f"n{i}", cpu="8")
-        sim.add_group("g", 3)
-        for i in range(3):
-            sim.add_pod(f"p{i}", group="g")
-        sim.run()
-        assert sim.bound_in_group("g") == 3
-        assert len(set(sim.bound.values())) == nodes_used
-        assert not sim.violations
-    finally:
-        sim.close()
+    bound, used, violations = gang_of_three_on_three_nodes({"pluginConfig": [
+        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": strategy}}}]})
+    assert bound == 3
+    assert used == nodes_used
+    assert not violations

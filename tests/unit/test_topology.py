@@ -13,7 +13,7 @@ import pytest
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.config import ConfigError, parse_config
 from coscheduling.plugins.registry import default_registry
-from tests.simulation import SimCluster
+from tests.simulation import SimCluster, gang_of_three_on_three_nodes
 
 RACK = "example.com/rack"
 ZONE = "topology.kubernetes.io/zone"
@@ -80,18 +80,9 @@ def test_gang_locality_score_packs_a_gang_against_least_allocated(
     if weight is not None:
         config["plugins"] = {"score": {"enabled": [{"name": "GangLocality",
                                                     "weight": weight}]}}
-    sim = SimCluster(config)
-    try:
-        for i in range(3):
-            sim.add_node(f"n{i}", cpu="8")
-        sim.add_group("g", 3)
-        for i in range(3):
-            sim.add_pod(f"p{i}", group="g")
-        sim.run()
-        assert sim.bound_in_group("g") == 3
-        assert len(set(sim.bound.values())) == nodes_used
-    finally:
-        sim.close()
+    bound, used, _ = gang_of_three_on_three_nodes(config)
+    assert bound == 3
+    assert used == nodes_used
 
 
 def _racks(sim: SimCluster) -> None:
