@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.cache import NodeInfo
 from coscheduling.config import parse_config
 from coscheduling.eventhandlers import NodeEvents, PodEvents, PodGroupEvents
 from coscheduling.framework.cycle_state import CycleState
@@ -206,6 +207,18 @@ class SimCluster:
 
     def close(self) -> None:
         self.scheduler.stop()
+
+
+def normalized_scores(plugin: Any, nodes: Iterable[NodeInfo], pod: Pod) -> dict[str, int]:
+    """One PreFilter + Score plugin's normalized scores for ``pod`` on ``nodes``, as a
+    profile's Score step sees them ({} when its PreFilter says Score may be skipped)."""
+    state = CycleState()
+    plugin.pre_filter(state, pod)
+    if plugin.name in state.skip_score:
+        return {}
+    raw = {info.name: plugin.score(state, pod, info) for info in nodes}
+    plugin.normalize_scores(state, pod, raw)
+    return dict(raw)
 
 
 def gang_of_three_on_three_nodes(config: Mapping[str, Any]) -> tuple[int, int, list[str]]:

@@ -22,7 +22,7 @@ from coscheduling.framework.status import Code
 from coscheduling.plugins.interpodaffinity import NAME, InterPodAffinity
 from coscheduling.plugins.registry import default_registry
 from coscheduling.scheduler import Scheduler
-from tests.simulation import SimCluster
+from tests.simulation import SimCluster, normalized_scores
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -220,14 +220,7 @@ def test_the_pods_own_claim_does_not_count_against_it(sched: Scheduler) -> None:
 
 
 def scores(s: Scheduler, pod: Pod) -> dict[str, int]:
-    p = plugin(s)
-    state = CycleState()
-    p.pre_filter(state, pod)
-    if NAME in state.skip_score:
-        return {}
-    raw = {info.name: p.score(state, pod, info) for info in s.cache.nodes()}
-    p.normalize_scores(state, pod, raw)
-    return raw
+    return normalized_scores(plugin(s), s.cache.nodes(), pod)
 
 
 SCORE_CASES: list[tuple[str, list[tuple[dict[str, Any], str]], dict[str, Any],

@@ -17,7 +17,7 @@ from coscheduling.framework.status import Code
 from coscheduling.plugins.podtopologyspread import NAME, PodTopologySpread
 from coscheduling.plugins.registry import default_registry
 from coscheduling.scheduler import Scheduler
-from tests.simulation import SimCluster
+from tests.simulation import SimCluster, normalized_scores
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -192,14 +192,7 @@ def test_filter_without_prefilter_still_holds_the_constraint(sched: Scheduler) -
 
 
 def run_score(s: Scheduler, pod: Pod) -> dict[str, int]:
-    p = plugin(s)
-    state = CycleState()
-    p.pre_filter(state, pod)
-    if NAME in state.skip_score:
-        return {}
-    raw = {info.name: p.score(state, pod, info) for info in s.cache.nodes()}
-    p.normalize_scores(state, pod, raw)
-    return raw
+    return normalized_scores(plugin(s), s.cache.nodes(), pod)
 
 
 SCORE_CASES: list[tuple[str, dict[str, Any] | None, list[tuple[dict[str, Any], str]],
