@@ -45,6 +45,14 @@ def _pool() -> str:
     return uuid.uuid4().hex[:8]
 
 
+def _pool_of_nodes(make_node: Any, prefix: str, count: int) -> str:
+    """A fresh pool label and ``count`` nodes ``<prefix>-<pool>-<i>`` in it."""
+    pool = _pool()
+    for i in range(count):
+        make_node(f"{prefix}-{pool}-{i}", labels={"test-pool": pool})
+    return pool
+
+
 def _anti_gang(kube: KubeClient, namespace: str, scheduler: str, pool: str,
                group: str, size: int) -> None:
     create_podgroup(kube, namespace, group, size)
@@ -59,9 +67,7 @@ def test_gang_with_required_anti_affinity_goes_one_per_node(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
     sched = start_scheduler()
-    pool = _pool()
-    for i in range(4):
-        make_node(f"anti-{pool}-{i}", labels={"test-pool": pool})
+    pool = _pool_of_nodes(make_node, "anti", 4)
     _anti_gang(kube, namespace, sched.name, pool, "spread", 4)
     wait_until(lambda: bound_count(kube, namespace, "spread") == 4, what="4 members bound")
     nodes = placement(kube, namespace)
@@ -73,9 +79,7 @@ def test_gang_with_required_anti_affinity_waits_whole_when_nodes_are_too_few(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
     sched = start_scheduler()
-    pool = _pool()
-    for i in range(3):
-        make_node(f"few-{pool}-{i}", labels={"test-pool": pool})
+    pool = _pool_of_nodes(make_node, "few", 3)
     _anti_gang(kube, namespace, sched.name, pool, "toobig", 4)
 
     def refused() -> bool:
@@ -97,9 +101,7 @@ def test_gang_with_required_pod_affinity_follows_an_existing_pod(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
     sched = start_scheduler()
-    pool = _pool()
-    for i in range(3):
-        make_node(f"aff-{pool}-{i}", labels={"test-pool": pool})
+    pool = _pool_of_nodes(make_node, "aff", 3)
     create_pod(kube, namespace, _pod("db", sched.name, pool, labels={"app": "db"}))
     wait_until(lambda: placement(kube, namespace).get("db"), what="the db pod bound")
     db_node = placement(kube, namespace)["db"]
@@ -146,9 +148,7 @@ def test_affinity_namespace_selector_follows_namespace_labels(
     follow a pod in a namespace labelled after the scheduler started (without the label
     nothing would match their term, and they would stay pending)."""
     sched = start_scheduler()
-    pool = _pool()
-    for i in range(3):
-        make_node(f"ns-{pool}-{i}", labels={"test-pool": pool})
+    pool = _pool_of_nodes(make_node, "ns", 3)
     other = make_namespace()
     sched.watch(other)
     create_pod(kube, other, _pod("web", sched.name, pool, labels={"app": "web"}))
