@@ -10,6 +10,9 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +20,13 @@ import pytest
 import yaml
 
 from coscheduling.cli import build_parser
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.config import load_file
 from coscheduling.localcluster import LocalCluster
 from coscheduling.plugins.registry import default_registry
 from coscheduling.server.cli import settings_from
 from tests.integration.fixtures import REPO, kubectl
-from tests.integration.kube import wait_until
+from tests.integration.kube import exists, wait_until
 
 DEPLOY = REPO / "deploy"
 MANIFESTS = sorted(p.name for p in DEPLOY.glob("[0-9][0-9]-*.yaml"))
@@ -183,3 +187,310 @@ def test_deploy_scripts_explain_themselves(script: str) -> None:
     usage = subprocess.run([str(DEPLOY / script), "--help"], capture_output=True, text=True,
                            timeout=30, check=False)
     assert usage.returncode == 0 and "Usage:" in usage.stdout
+
+
+# -- crd/compat/: the gang objects other tools create, and the RBAC for them (issue 16) -------
+
+COMPAT = REPO / "crd" / "compat"
+COMPAT_CRDS = {p.stem: yaml.safe_load(p.read_text()) for p in sorted(COMPAT.glob("*.yaml"))}
+SCHEDULER_SA = "system:serviceaccount:coscheduling-system:coscheduling"
+
+
+def test_each_compat_file_is_one_crd_with_status_and_its_columns() -> None:
+    assert set(COMPAT_CRDS) == {"podgroups.scheduling.x-k8s.io",
+                                "podgroups.scheduling.volcano.sh",
+                                "podgroups.scheduling.incubator.k8s.io",
+                                "queues.scheduling.volcano.sh"}
+    for stem, crd in COMPAT_CRDS.items():
+        assert crd["kind"] == "CustomResourceDefinition" and crd["metadata"]["name"] == stem
+        # Several CRDs claim "pg" (and "q"): these claim no short name at all.
+        assert "shortNames" not in crd["spec"]["names"], stem
+        (version,) = crd["spec"]["versions"]
+        assert version["subresources"] == {"status": {}}, stem
+        paths = {c["jsonPath"] for c in version["additionalPrinterColumns"]}
+        wanted = ({".status.phase", ".spec.minMember", ".status.running"}
+                  if stem.startswith("podgroups.") else {".spec.weight", ".status.state"})
+        assert wanted <= paths, stem
+
+
+def _api_path(crd: dict[str, Any], namespace: str | None, name: str = "") -> str:
+    spec = crd["spec"]
+    scope = f"namespaces/{namespace}/" if namespace else ""
+    path = f"/apis/{spec['group']}/{spec['versions'][0]['name']}/{scope}{spec['names']['plural']}"
+    return f"{path}/{name}" if name else path
+
+
+@pytest.fixture(scope="module")
+def compat_crds(local_cluster: LocalCluster, kube: KubeClient) -> Iterator[None]:
+    """crd/compat/ applied as a user would, served; afterwards the cluster is left as found
+    (a CRD this fixture installed is removed again, so later tests still see it absent)."""
+    found = {name for name in COMPAT_CRDS if exists(
+        kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")}
+    kubectl(local_cluster, "apply", "-f", str(COMPAT))
+    kubectl(local_cluster, "wait", "--for=condition=Established", "--timeout=60s",
+            *(f"crd/{name}" for name in COMPAT_CRDS))
+    for name, crd in COMPAT_CRDS.items():
+        wait_until(partial(exists, kube, _api_path(crd, None)), timeout=30,
+                   what=f"{name} served")
+    yield
+    for name in sorted(set(COMPAT_CRDS) - found):
+        kubectl(local_cluster, "delete", "crd", name, "--timeout=120s")
+
+
+@pytest.fixture(scope="module")
+def shipped_rbac(local_cluster: LocalCluster) -> None:
+    for manifest in ("00-namespace.yaml", "10-rbac.yaml"):
+        kubectl(local_cluster, "apply", "-f", str(DEPLOY / manifest))
+
+
+@pytest.fixture(scope="module")
+def as_scheduler(local_cluster: LocalCluster, shipped_rbac: None) -> Iterator[KubeClient]:
+    """The project's client with a token of the scheduler's ServiceAccount, as `coscheduling
+    run` in the Deployment has it: requests go out as the scheduler sends them (a status
+    merge patch without a GET first, which `kubectl patch` would need)."""
+    token = kubectl(local_cluster, "-n", "coscheduling-system", "create", "token",
+                    "coscheduling").stdout.strip()
+    client = KubeClient(ClientSettings(kubeconfig=str(local_cluster.kubeconfig), token=token))
+    yield client
+    client.close()
+
+
+def _columns(cluster: LocalCluster, *args: str) -> dict[str, str]:
+    """The one row `kubectl get` prints, by column header ("" where a field is unset: the
+    row is cut at the headers' offsets, as kubectl aligns it)."""
+    header, row = kubectl(cluster, "get", *args).stdout.splitlines()
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    ends = [*starts[1:], None]
+    return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, ends, strict=True)}
+
+
+@dataclass(frozen=True)
+class Producer:
+    """One gang object as its producer writes it (the JSON of its Go type, nulls included),
+    the status this scheduler writes for it, and what `kubectl get` must then show."""
+
+    resource: str
+    body: dict[str, Any]
+    status: dict[str, Any]
+    columns: dict[str, str]
+    namespaced: bool = True
+
+
+PRODUCERS = {
+    # Kubeflow training operator, --gang-scheduler-name other than volcano: a PyTorchJob of
+    # 1 master + 3 workers.
+    "training-operator/scheduler-plugins": Producer(
+        "podgroups.scheduling.x-k8s.io",
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "pytorch-job", "creationTimestamp": None},
+         "spec": {"minMember": 4, "minResources": {"cpu": "4", "memory": "8Gi"}},
+         "status": {"scheduleStartTime": None}},
+        {"phase": "Running", "running": 4, "scheduleStartTime": "2026-01-02T03:04:05Z",
+         "occupiedBy": "b4b5f8f0-53c3-4fd4-9d6c-1f1ad0a8e3a1"},
+        {"PHASE": "Running", "MINMEMBER": "4", "RUNNING": "4"}),
+    # MPI operator: writes scheduleTimeoutSeconds 0 ("the scheduler's default").
+    "mpi-operator/scheduler-plugins": Producer(
+        "podgroups.scheduling.x-k8s.io",
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "mpi-job", "creationTimestamp": None},
+         "spec": {"minMember": 3, "minResources": {"cpu": "3"}, "scheduleTimeoutSeconds": 0},
+         "status": {"scheduleStartTime": None}},
+        {"phase": "Scheduling", "scheduleStartTime": "2026-01-02T03:04:05Z"},
+        {"PHASE": "Scheduling", "MINMEMBER": "3", "RUNNING": "", "FAILED": ""}),
+    # Training operator, --gang-scheduler-name=volcano; a newer Volcano client adds spec
+    # fields this CRD does not list (kept as sent).
+    "training-operator/volcano": Producer(
+        "podgroups.scheduling.volcano.sh",
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+         "metadata": {"name": "pytorch-job", "creationTimestamp": None},
+         "spec": {"minMember": 4, "queue": "default", "priorityClassName": "high",
+                  "minResources": {"cpu": "4", "nvidia.com/gpu": "4"},
+                  "minTaskMember": {"master": 1, "worker": 3},
+                  "networkTopology": {"mode": "hard", "highestTierAllowed": 1}},
+         "status": {"phase": "Pending"}},
+        {"phase": "Inqueue", "running": 0, "conditions": [
+            {"type": "Scheduled", "status": "True", "transitionID": "1",
+             "lastTransitionTime": "2026-01-02T03:04:05Z", "reason": "Inqueue",
+             "message": "the group's minResources fit"}]},
+        {"PHASE": "Inqueue", "MINMEMBER": "4", "RUNNING": "0", "QUEUE": "default"}),
+    # kube-batch's tutorial (seed 000): a Job of 6 and its group.
+    "kube-batch": Producer(
+        "podgroups.scheduling.incubator.k8s.io",
+        {"apiVersion": "scheduling.incubator.k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "qj-1", "creationTimestamp": None},
+         "spec": {"minMember": 6, "queue": "default"},
+         "status": {}},
+        {"phase": "Pending", "conditions": [
+            {"type": "Unschedulable", "status": "True", "lastTransitionTime": None,
+             "reason": "NotEnoughResources", "message": "room for 5 of 6"}]},
+        {"PHASE": "Pending", "MINMEMBER": "6", "RUNNING": "", "QUEUE": "default"}),
+    "volcano-queue": Producer(
+        "queues.scheduling.volcano.sh",
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+         "metadata": {"name": "research", "creationTimestamp": None},
+         "spec": {"weight": 2, "reclaimable": True, "capability": {"cpu": "64"},
+                  "parent": "root"},
+         "status": {"state": "Open"}},
+        {"state": "Open", "running": 1, "allocated": {"cpu": "4"}},
+        {"WEIGHT": "2", "RECLAIMABLE": "true", "STATE": "Open"},
+        namespaced=False),
+}
+
+
+@pytest.mark.parametrize("producer", PRODUCERS.values(), ids=PRODUCERS.keys())
+def test_a_producers_object_is_kept_as_sent_and_shows_the_status_the_scheduler_wrote(
+        local_cluster: LocalCluster, compat_crds: None, as_scheduler: KubeClient,
+        namespace: str, producer: Producer) -> None:
+    """The producer's object is accepted with its spec exactly as sent (nothing pruned or
+    defaulted) and no status; the scheduler's ServiceAccount writes status through the
+    subresource and `kubectl get` shows it; the operator replacing the whole object later
+    changes spec and leaves that status alone; the ServiceAccount may not touch spec."""
+    body = json.loads(json.dumps(producer.body))
+    if not producer.namespaced:  # cluster-scoped: a name no other test run uses
+        body["metadata"]["name"] += f"-{namespace}"
+    name = body["metadata"]["name"]
+    scope = ["-n", namespace] if producer.namespaced else []
+    try:
+        created = json.loads(kubectl(local_cluster, "create", *scope, "-o", "json", "-f", "-",
+                                     stdin=json.dumps(body)).stdout)
+        assert created["spec"] == body["spec"]
+        assert "status" not in created  # a create never sets status through the main resource
+
+        crd = COMPAT_CRDS[producer.resource]
+        path = _api_path(crd, namespace if producer.namespaced else None, name)
+        as_scheduler.patch(f"{path}/status", {"status": producer.status})
+        shown = _columns(local_cluster, producer.resource, name, *scope)
+        assert producer.columns.items() <= shown.items(), shown
+
+        # The operator's sync: GET, rewrite spec, PUT the whole object with its stale status.
+        current = json.loads(kubectl(local_cluster, "get", producer.resource, name, *scope,
+                                     "-o", "json").stdout)
+        written = current["status"]
+        spec_key, value = (("weight", 3) if not producer.namespaced else ("minMember", 2))
+        current["spec"][spec_key] = value
+        current["status"] = body["status"]
+        replaced = json.loads(kubectl(local_cluster, "replace", *scope, "-o", "json", "-f", "-",
+                                      stdin=json.dumps(current)).stdout)
+        assert replaced["spec"][spec_key] == value and replaced["status"] == written
+
+        refused: dict[str, Callable[[], Any]] = {
+            "patch spec": lambda: as_scheduler.patch(path, {"spec": {spec_key: 1}}),
+            "patch status through the object": lambda: as_scheduler.patch(
+                path, {"status": producer.status}),
+            "delete": lambda: as_scheduler.delete(path),
+            "create": lambda: as_scheduler.create(
+                path.rsplit("/", 1)[0], {**body, "metadata": {"name": f"{name}-x"}}),
+        }
+        for what, call in refused.items():
+            with pytest.raises(ApiError) as err:
+                call()
+            assert err.value.status == 403, f"{what}: {err.value}"
+    finally:
+        kubectl(local_cluster, "delete", producer.resource, name, *scope, "--ignore-not-found")
+
+
+BAD_INPUT = {
+    "minMember not a number": (
+        "podgroups.scheduling.x-k8s.io", {"spec": {"minMember": "four"}}, "spec.minMember"),
+    "negative timeout": (
+        "podgroups.scheduling.x-k8s.io", {"spec": {"minMember": 2,
+                                                   "scheduleTimeoutSeconds": -1}},
+        "spec.scheduleTimeoutSeconds"),
+    "a quantity that is none": (
+        "podgroups.scheduling.volcano.sh", {"spec": {"minMember": 2,
+                                                     "minResources": {"cpu": "lots"}}},
+        "spec.minResources.cpu"),
+    "negative task member": (
+        "podgroups.scheduling.volcano.sh", {"spec": {"minMember": 2,
+                                                     "minTaskMember": {"worker": -1}}},
+        "spec.minTaskMember.worker"),
+    "queue not a string": (
+        "podgroups.scheduling.incubator.k8s.io", {"spec": {"minMember": 2, "queue": 7}},
+        "spec.queue"),
+}
+
+
+@pytest.mark.parametrize("resource,doc,field", BAD_INPUT.values(), ids=BAD_INPUT.keys())
+def test_bad_input_is_refused_naming_the_field(local_cluster: LocalCluster,
+                                               compat_crds: None, namespace: str,
+                                               resource: str, doc: dict[str, Any],
+                                               field: str) -> None:
+    crd = COMPAT_CRDS[resource]
+    body = {"apiVersion": f"{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}",
+            "kind": crd["spec"]["names"]["kind"], "metadata": {"name": "bad"}, **doc}
+    result = kubectl(local_cluster, "create", "-n", namespace, "-f", "-", check=False,
+                     stdin=json.dumps(body))
+    assert result.returncode != 0 and f"{field}:" in result.stderr, result.stderr
+
+
+def test_a_status_the_producers_do_not_know_is_refused_naming_the_field(
+        local_cluster: LocalCluster, compat_crds: None, namespace: str) -> None:
+    """Each group's status takes only its own phases: kube-batch has no Finished."""
+    kubectl(local_cluster, "create", "-n", namespace, "-f", "-",
+            stdin=json.dumps(PRODUCERS["kube-batch"].body))
+    result = kubectl(local_cluster, "patch", "podgroups.scheduling.incubator.k8s.io", "qj-1",
+                     "-n", namespace, "--subresource=status", "--type=merge",
+                     "-p", '{"status": {"phase": "Finished", "running": -1}}', check=False)
+    assert result.returncode != 0, result.stdout
+    assert "status.phase: Unsupported value" in result.stderr, result.stderr
+    assert "status.running:" in result.stderr, result.stderr
+
+
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+READ = frozenset({"get", "list", "watch"})
+WRITE_STATUS = frozenset({"patch", "update"})
+# (group, resource, subresource) -> exactly the verbs the scheduler has on it.
+FOREIGN_GRANTS = {
+    **{(group, "podgroups", sub): verbs
+       for group in ("scheduling.x-k8s.io", "scheduling.volcano.sh",
+                     "scheduling.incubator.k8s.io")
+       for sub, verbs in (("", READ), ("status", WRITE_STATUS))},
+    ("scheduling.volcano.sh", "queues", ""): READ,
+    ("scheduling.volcano.sh", "queues", "status"): WRITE_STATUS,
+    ("scheduling.incubator.k8s.io", "queues", ""): frozenset(),
+    ("scheduling.incubator.k8s.io", "queues", "status"): frozenset(),
+    ("scheduling.volcano.sh", "jobs", ""): frozenset(),
+    ("scheduling.k8s.io", "workloads", ""): READ,
+    ("scheduling.k8s.io", "workloads", "status"): frozenset(),
+    ("scheduling.k8s.io", "podgroups", ""): READ,
+    ("scheduling.k8s.io", "podgroups", "status"): frozenset({"patch"}),
+}
+
+
+def _allowed(kube: KubeClient, verb: str, group: str, resource: str, sub: str) -> bool:
+    """The API server's answer for the scheduler's ServiceAccount (a SubjectAccessReview, as
+    `kubectl auth can-i --as` sends, but naming the group itself: kubectl resolves
+    `workloads.scheduling.k8s.io` through discovery and asks about a core-group resource of
+    that name when the server does not serve the API)."""
+    review = kube.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": SCHEDULER_SA,
+                 "groups": ["system:serviceaccounts",
+                            "system:serviceaccounts:coscheduling-system",
+                            "system:authenticated"],
+                 "resourceAttributes": {"namespace": "some-team", "verb": verb,
+                                        "group": group, "resource": resource,
+                                        "subresource": sub}}})
+    return bool(review["status"].get("allowed"))
+
+
+def test_the_scheduler_may_exactly_read_foreign_gangs_and_write_their_status(
+        local_cluster: LocalCluster, kube: KubeClient, compat_crds: None,
+        shipped_rbac: None) -> None:
+    wrong = [(verb, group, resource, sub, expected)
+             for (group, resource, sub), verbs in FOREIGN_GRANTS.items()
+             for verb in VERBS
+             if _allowed(kube, verb, group, resource, sub) != (expected := verb in verbs)]
+    assert not wrong, wrong
+    # The same through kubectl, for the APIs crd/compat/ serves.
+    for args, answer in ((("get", "podgroups.scheduling.volcano.sh"), "yes"),
+                         (("patch", "podgroups.scheduling.volcano.sh",
+                           "--subresource=status"), "yes"),
+                         (("patch", "podgroups.scheduling.volcano.sh"), "no"),
+                         (("delete", "podgroups.scheduling.x-k8s.io"), "no"),
+                         (("update", "podgroups.scheduling.incubator.k8s.io",
+                           "--subresource=status"), "yes"),
+                         (("create", "queues.scheduling.volcano.sh"), "no")):
+        result = kubectl(local_cluster, "auth", "can-i", f"--as={SCHEDULER_SA}", *args,
+                         "-n", "some-team", check=False)
+        assert result.stdout.strip() == answer, (args, result.stdout, result.stderr)
