@@ -1,8 +1,9 @@
-"""Build etcd, kube-apiserver and kube-controller-manager from pinned Go modules.
+"""Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler from pinned Go modules.
 
 The binaries are built once into a per-version cache directory, so tests, the demo and
 the benchmark run a real control plane without Docker or downloaded release archives:
-only the Go module proxy is needed, and only on the first run.
+only the Go module proxy is needed, and only on the first run. The Kubernetes release is a
+knob ($COSCHEDULING_KUBERNETES_VERSION): one wrapper module per release under gomod/.
 """
 
 from __future__ import annotations
@@ -15,21 +16,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "DEFAULT_KUBERNETES_VERSION",
     "ETCD_VERSION",
     "KUBERNETES_VERSION",
+    "KUBERNETES_VERSION_VAR",
     "Binaries",
     "BuildError",
     "GoNotFoundError",
+    "KubernetesVersionError",
+    "available_kubernetes_versions",
     "binary_dirs",
     "cache_dir",
     "ensure_binaries",
+    "exclusive_lock",
+    "find_go",
+    "kubernetes_ldflags",
     "required_version",
+    "selected_kubernetes_version",
 ]
 
 Log = Callable[[str], None]
@@ -37,6 +46,9 @@ Log = Callable[[str], None]
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
+KUBERNETES_VERSION_VAR = "COSCHEDULING_KUBERNETES_VERSION"
+DEFAULT_KUBERNETES_VERSION = "1.35.8"
+KUBERNETES_PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
 class BuildError(RuntimeError):
@@ -45,6 +57,10 @@ class BuildError(RuntimeError):
 
 class GoNotFoundError(BuildError):
     """The Go toolchain needed for the first build is not installed."""
+
+
+class KubernetesVersionError(BuildError, ValueError):
+    """$COSCHEDULING_KUBERNETES_VERSION names a release with no wrapper module here."""
 
 
 def required_version(gomod: Path, module: str) -> str:
@@ -59,17 +75,50 @@ def required_version(gomod: Path, module: str) -> str:
     return match.group(1)
 
 
-KUBERNETES_VERSION = required_version(GOMOD_DIR / "kubernetes" / "go.mod", KUBERNETES_MODULE)
+def available_kubernetes_versions() -> dict[str, str]:
+    """Kubernetes release -> its wrapper module dir (gomod/kubernetes-<minor>), from go.mod."""
+    return {
+        required_version(module / "go.mod", KUBERNETES_MODULE): module.name
+        for module in sorted(GOMOD_DIR.glob("kubernetes-*"))
+    }
+
+
+def selected_kubernetes_version(environ: Mapping[str, str] | None = None) -> str:
+    """The release $COSCHEDULING_KUBERNETES_VERSION picks (full or minor, `v` optional).
+
+    Unset or empty means DEFAULT_KUBERNETES_VERSION; anything without a wrapper module is
+    refused with the choices, rather than silently running another release.
+    """
+    raw = (os.environ if environ is None else environ).get(KUBERNETES_VERSION_VAR, "")
+    wanted = raw.strip().removeprefix("v") or DEFAULT_KUBERNETES_VERSION
+    available = available_kubernetes_versions()
+    by_minor = {".".join(version.split(".")[:2]): version for version in available}
+    if wanted in available:
+        return wanted
+    if wanted in by_minor:
+        return by_minor[wanted]
+    raise KubernetesVersionError(
+        f"{KUBERNETES_VERSION_VAR}={raw!r} is not a Kubernetes release this project can "
+        f"build; available: {', '.join(sorted(available))} (or their minor, e.g. "
+        f"{next(iter(sorted(by_minor)), '1.x')}); unset it for the default "
+        f"{DEFAULT_KUBERNETES_VERSION}"
+    )
+
+
+KUBERNETES_VERSION = selected_kubernetes_version()
+KUBERNETES_MODULE_DIR = available_kubernetes_versions()[KUBERNETES_VERSION]
 ETCD_VERSION = required_version(GOMOD_DIR / "etcd" / "go.mod", ETCD_MODULE)
 
 
 @dataclass(frozen=True)
 class Binaries:
-    """Absolute paths of the three control-plane programs."""
+    """Absolute paths of the control-plane programs (kube-scheduler: the native contender)."""
 
     etcd: Path
     kube_apiserver: Path
     kube_controller_manager: Path
+    kube_scheduler: Path
+    kubernetes_version: str = KUBERNETES_VERSION
 
 
 @dataclass(frozen=True)
@@ -101,14 +150,15 @@ def binary_dirs() -> tuple[Path, Path]:
     return root / f"kubernetes-v{KUBERNETES_VERSION}", root / f"etcd-v{ETCD_VERSION}"
 
 
-def _kubernetes_ldflags() -> str:
+def kubernetes_ldflags(version: str | None = None) -> str:
     """Stamp the release version that `hack/lib/version.sh` would stamp.
 
     A plain `go build` reports v0.0.0-master, which breaks /version and client skew checks.
     """
-    major, minor = KUBERNETES_VERSION.split(".")[:2]
+    version = version or KUBERNETES_VERSION
+    major, minor = version.split(".")[:2]
     values = {
-        "gitVersion": f"v{KUBERNETES_VERSION}",
+        "gitVersion": f"v{version}",
         "gitMajor": major,
         "gitMinor": minor,
         "gitTreeState": "clean",
@@ -123,19 +173,19 @@ def _kubernetes_ldflags() -> str:
 
 def _targets() -> list[_Target]:
     kube_dir, etcd_dir = binary_dirs()
-    kube_flags = _kubernetes_ldflags()
+    kube_flags = kubernetes_ldflags()
     return [
         _Target("etcd", ETCD_MODULE, "etcd", ETCD_VERSION, etcd_dir / "etcd", "-s -w"),
         *(
             _Target(
                 name,
                 f"{KUBERNETES_MODULE}/cmd/{name}",
-                "kubernetes",
+                KUBERNETES_MODULE_DIR,
                 KUBERNETES_VERSION,
                 kube_dir / name,
                 kube_flags,
             )
-            for name in ("kube-apiserver", "kube-controller-manager")
+            for name in KUBERNETES_PROGRAMS
         ),
     ]
 
@@ -146,6 +196,8 @@ def _binaries_from(targets: list[_Target]) -> Binaries:
         etcd=by_name["etcd"],
         kube_apiserver=by_name["kube-apiserver"],
         kube_controller_manager=by_name["kube-controller-manager"],
+        kube_scheduler=by_name["kube-scheduler"],
+        kubernetes_version=KUBERNETES_VERSION,
     )
 
 
@@ -158,9 +210,12 @@ def ensure_binaries(log: Log = _default_log) -> Binaries:
     targets = _targets()
     if all(_is_built(t.out) for t in targets):
         return _binaries_from(targets)
-    go = _find_go()
-    lock_path = cache_dir() / "bin" / ".build.lock"
-    with _exclusive_lock(lock_path, log):
+    kube_dir, etcd_dir = binary_dirs()
+    go = find_go(
+        f"etcd v{ETCD_VERSION} and {'/'.join(KUBERNETES_PROGRAMS)} v{KUBERNETES_VERSION}",
+        f"{etcd_dir} and {kube_dir}",
+    )
+    with exclusive_lock(cache_dir() / "bin" / ".build.lock", log):
         # Another process may have built some of them while we waited for the lock.
         for target in targets:
             if not _is_built(target.out):
@@ -168,22 +223,20 @@ def ensure_binaries(log: Log = _default_log) -> Binaries:
     return _binaries_from(targets)
 
 
-def _find_go() -> str:
+def find_go(what: str, destination: object) -> str:
+    """The `go` command, or a clear error saying what it is needed for, once."""
     go = shutil.which("go")
     if go is None:
-        kube_dir, etcd_dir = binary_dirs()
         raise GoNotFoundError(
-            "the Go toolchain ('go') is not on PATH. It is needed once to build "
-            f"etcd v{ETCD_VERSION} and kube-apiserver/kube-controller-manager "
-            f"v{KUBERNETES_VERSION} from Go modules into {etcd_dir} and {kube_dir}. "
-            f"Install Go (at least the version on the `go` line of {GOMOD_DIR}/*/go.mod) "
-            "and put it on PATH."
+            f"the Go toolchain ('go') is not on PATH. It is needed once to build {what} "
+            f"from Go modules into {destination}. Install Go (at least the version on the "
+            f"`go` line of {GOMOD_DIR}/*/go.mod) and put it on PATH."
         )
     return go
 
 
 @contextmanager
-def _exclusive_lock(path: Path, log: Log) -> Iterator[None]:
+def exclusive_lock(path: Path, log: Log) -> Iterator[None]:
     """Hold an fcntl lock so concurrent test processes build each binary only once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:

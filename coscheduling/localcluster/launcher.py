@@ -33,14 +33,18 @@ from typing import Any
 
 import yaml
 
-from .build import Binaries, cache_dir, ensure_binaries
+from .build import KUBERNETES_VERSION, Binaries, cache_dir, ensure_binaries
 from .certs import ClusterCerts, create_certs
+from .workload_api import WorkloadAPI, workload_api
 
 __all__ = [
     "COMPONENTS",
     "CONTROLLERS",
     "ClusterStartError",
     "LocalCluster",
+    "child_setup",
+    "free_ports",
+    "log_tail",
     "running_components",
     "stop_from_state",
 ]
@@ -96,7 +100,7 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Distinct free loopback ports below the kernel's ephemeral range.
 
     Outgoing connections take their source ports from the ephemeral range, so a port
@@ -117,7 +121,7 @@ def _free_ports(count: int) -> list[int]:
     )
 
 
-def _log_tail(path: Path, lines: int = 40) -> str:
+def log_tail(path: Path, lines: int = 40) -> str:
     try:
         content = path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
@@ -152,7 +156,7 @@ def _wait_gone(pid: int, timeout: float) -> bool:
     return True
 
 
-def _child_setup(die_with_parent: bool) -> Callable[[], None] | None:
+def child_setup(die_with_parent: bool) -> Callable[[], None] | None:
     """preexec_fn that makes the kernel SIGKILL the child when its parent dies.
 
     PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so start
@@ -214,7 +218,7 @@ class LocalCluster:
         self.binaries = binaries
         self.admin_token = secrets.token_hex(24)
         self.etcd_client_port, self.etcd_peer_port, self.apiserver_port, self.kcm_port = (
-            _free_ports(4)
+            free_ports(4)
         )
         self._components: dict[str, _Component] = {}
         self._certs: ClusterCerts | None = None
@@ -232,6 +236,12 @@ class LocalCluster:
     @property
     def ca_file(self) -> Path:
         return self.workdir / "pki" / "ca.crt"
+
+    @property
+    def workload_api(self) -> WorkloadAPI:
+        """The native gang API this cluster serves (its release's, always enabled)."""
+        version = self.binaries.kubernetes_version if self.binaries else KUBERNETES_VERSION
+        return workload_api(version)
 
     @property
     def pids(self) -> dict[str, int]:
@@ -305,7 +315,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
                 start_new_session=True,
-                preexec_fn=_child_setup(self.die_with_parent),
+                preexec_fn=child_setup(self.die_with_parent),
             )
         self._write_state()
         self._wait_ready(component)
@@ -361,12 +371,12 @@ class LocalCluster:
             if process.poll() is not None:
                 raise ClusterStartError(
                     f"{component.name} exited with code {process.returncode}; "
-                    f"last lines of {component.log_path}:\n{_log_tail(component.log_path)}"
+                    f"last lines of {component.log_path}:\n{log_tail(component.log_path)}"
                 )
             if time.monotonic() > deadline:
                 raise ClusterStartError(
                     f"{component.name} not ready after {READY_TIMEOUT:.0f}s; "
-                    f"last lines of {component.log_path}:\n{_log_tail(component.log_path)}"
+                    f"last lines of {component.log_path}:\n{log_tail(component.log_path)}"
                 )
             time.sleep(0.1)
 
@@ -454,6 +464,7 @@ class LocalCluster:
             # Stop within ~2s on SIGTERM instead of waiting up to 60s for open watches.
             "--shutdown-send-retry-after=true",
             "--profiling=false",
+            *workload_api(binaries.kubernetes_version).apiserver_flags(),
             *self.apiserver_args,
         ]
 
@@ -470,6 +481,7 @@ class LocalCluster:
             f"--secure-port={self.kcm_port}",
             f"--cert-dir={self.workdir / 'kcm-serving'}",
             "--profiling=false",
+            *workload_api(binaries.kubernetes_version).controller_manager_flags(),
         ]
 
     def _write_token_file(self) -> None:

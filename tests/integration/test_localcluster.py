@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import Binaries, LocalCluster, ensure_binaries
 from coscheduling.localcluster.build import KUBERNETES_VERSION
 from coscheduling.localcluster.launcher import ClusterStartError
@@ -78,6 +79,54 @@ def test_apiserver_ready_and_version(local_cluster: LocalCluster) -> None:
     assert _get(local_cluster, "/readyz") == (200, "ok")
     _, body = _get(local_cluster, "/version")
     assert json.loads(body)["gitVersion"] == f"v{KUBERNETES_VERSION}"
+
+
+def test_kube_scheduler_is_built_for_the_same_release() -> None:
+    """The native contender of the benchmark: the same release as the control plane."""
+    result = subprocess.run([str(ensure_binaries().kube_scheduler), "--version"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["Kubernetes", f"v{KUBERNETES_VERSION}"]
+
+
+# What discovery must list for the native gang API of each release.
+NATIVE_RESOURCES = {
+    "scheduling.k8s.io/v1alpha1": {"workloads"},
+    "scheduling.k8s.io/v1beta1": {"workloads", "podgroups", "podgroups/status"},
+}
+
+
+def test_native_workload_api_is_served(local_cluster: LocalCluster, kube: KubeClient) -> None:
+    api = local_cluster.workload_api
+    served = {r["name"] for r in kube.get(f"/apis/{api.group_version}")["resources"]}
+    assert NATIVE_RESOURCES[api.group_version] <= served
+
+
+def test_pod_names_its_native_podgroup_and_status_is_writable(
+    local_cluster: LocalCluster, kube: KubeClient, namespace: str
+) -> None:
+    """The gate is on for pods too: the apiserver would drop spec.schedulingGroup otherwise."""
+    api = local_cluster.workload_api
+    if api.group_version != "scheduling.k8s.io/v1beta1":
+        pytest.skip(f"PodGroup objects are served from 1.36 on, not by {api.group_version}")
+    groups = f"/apis/{api.group_version}/namespaces/{namespace}/podgroups"
+    kube.create(groups, {"apiVersion": api.group_version, "kind": "PodGroup",
+                         "metadata": {"name": "gang"},
+                         "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "member"},
+           "spec": {"schedulingGroup": {"podGroupName": "gang"},
+                    "containers": [{"name": "main", "image": "busybox"}]}}
+    created = kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+    assert created["spec"]["schedulingGroup"] == {"podGroupName": "gang"}
+    group = kube.get(f"{groups}/gang")
+    group["status"] = {"conditions": [{
+        "type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "2 of 3", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    kube.request("PUT", f"{groups}/gang/status", body=group)
+    stored = kube.get(f"{groups}/gang")
+    assert [(c["type"], c["reason"]) for c in stored["status"]["conditions"]] == [
+        ("PodGroupInitiallyScheduled", "Unschedulable")]
+    assert stored["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
 
 
 def test_kubectl_apply_configmap(
@@ -156,7 +205,8 @@ def test_failed_component_reports_its_log(tmp_path: Path) -> None:
     failing = tmp_path / "failing"
     failing.write_text('#!/bin/sh\necho "unknown flag: $1" >&2\nexit 3\n')
     failing.chmod(0o755)
-    broken = Binaries(etcd=failing, kube_apiserver=failing, kube_controller_manager=failing)
+    broken = Binaries(etcd=failing, kube_apiserver=failing, kube_controller_manager=failing,
+                      kube_scheduler=failing)
     cluster = LocalCluster(tmp_path / "cluster", binaries=broken, log=lambda _: None)
     with pytest.raises(ClusterStartError, match=r"(?s)etcd exited with code 3.*unknown flag: --"):
         cluster.start()

@@ -14,12 +14,19 @@ import pytest
 
 from coscheduling.localcluster import build
 from coscheduling.localcluster.build import (
+    DEFAULT_KUBERNETES_VERSION,
+    KUBERNETES_VERSION_VAR,
     BuildError,
     GoNotFoundError,
+    KubernetesVersionError,
+    available_kubernetes_versions,
     binary_dirs,
     ensure_binaries,
     required_version,
+    selected_kubernetes_version,
 )
+
+KUBE = build.KUBERNETES_VERSION
 
 # Stands in for `go build`: records how it was called, then writes (or fails to write) -o.
 FAKE_GO = """#!{python}
@@ -80,11 +87,42 @@ def test_required_version_reads_single_line_and_block_requires(tmp_path: Path) -
 
 
 def test_versions_match_the_wrapper_modules() -> None:
-    assert (build.KUBERNETES_VERSION, build.ETCD_VERSION) == ("1.35.8", "3.6.16")
+    assert available_kubernetes_versions() == {
+        "1.35.8": "kubernetes-1.35",
+        "1.37.2": "kubernetes-1.37",
+    }
+    assert build.ETCD_VERSION == "3.6.16"
+    assert available_kubernetes_versions()[KUBE] == build.KUBERNETES_MODULE_DIR
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, DEFAULT_KUBERNETES_VERSION),
+        ("", DEFAULT_KUBERNETES_VERSION),
+        ("  ", DEFAULT_KUBERNETES_VERSION),
+        ("1.37.2", "1.37.2"),
+        ("v1.35.8", "1.35.8"),
+        ("1.35", "1.35.8"),
+        (" v1.37 ", "1.37.2"),
+    ],
+)
+def test_version_knob_picks_a_wrapper_module(value: str | None, expected: str) -> None:
+    environ = {} if value is None else {KUBERNETES_VERSION_VAR: value}
+    assert selected_kubernetes_version(environ) == expected
+
+
+@pytest.mark.parametrize("value", ["1.36", "1.35.9", "latest", "1", "v1.37.2.1"])
+def test_version_knob_refuses_releases_without_a_module(value: str) -> None:
+    with pytest.raises(KubernetesVersionError) as error:
+        selected_kubernetes_version({KUBERNETES_VERSION_VAR: value})
+    message = str(error.value)
+    assert KUBERNETES_VERSION_VAR in message and repr(value) in message
+    assert "1.35.8, 1.37.2" in message
 
 
 def test_cache_dirs_are_keyed_by_version(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert binary_dirs() == (cache / "bin/kubernetes-v1.35.8", cache / "bin/etcd-v3.6.16")
+    assert binary_dirs() == (cache / f"bin/kubernetes-v{KUBE}", cache / "bin/etcd-v3.6.16")
     monkeypatch.setattr(build, "KUBERNETES_VERSION", "1.36.0")
     assert binary_dirs()[0] == cache / "bin/kubernetes-v1.36.0"
 
@@ -103,6 +141,7 @@ def test_cached_binaries_are_reused_without_go(
         etcd_dir / "etcd",
         kube_dir / "kube-apiserver",
         kube_dir / "kube-controller-manager",
+        kube_dir / "kube-scheduler",
     ):
         _install(path)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -110,6 +149,8 @@ def test_cached_binaries_are_reused_without_go(
     assert binaries.etcd == etcd_dir / "etcd"
     assert binaries.kube_apiserver == kube_dir / "kube-apiserver"
     assert binaries.kube_controller_manager == kube_dir / "kube-controller-manager"
+    assert binaries.kube_scheduler == kube_dir / "kube-scheduler"
+    assert binaries.kubernetes_version == KUBE
 
 
 def test_missing_go_is_a_clear_error(
@@ -131,23 +172,25 @@ def test_builds_only_what_is_missing_then_reuses(cache: Path, fake_go: Path) -> 
     assert [c["args"][-1] for c in calls] == [  # type: ignore[index]
         "k8s.io/kubernetes/cmd/kube-apiserver",
         "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-scheduler",
     ]
     for call in calls:
         args = call["args"]
         assert isinstance(args, list)
         assert args[:2] == ["build", "-mod=readonly"]
         assert (
-            "k8s.io/component-base/version.gitVersion=v1.35.8" in args[args.index("-ldflags") + 1]
+            f"k8s.io/component-base/version.gitVersion=v{KUBE}" in args[args.index("-ldflags") + 1]
         )
         assert call["cgo"] == "0"
-        assert call["cwd"] == str(build.GOMOD_DIR / "kubernetes")
+        assert call["cwd"] == str(build.GOMOD_DIR / build.KUBERNETES_MODULE_DIR)
     assert binaries.kube_apiserver.is_file()
     assert os.access(binaries.kube_controller_manager, os.X_OK)
     assert not list(kube_dir.glob(".*partial*"))
-    assert any("building kube-apiserver v1.35.8 from Go modules" in m for m in messages)
+    assert os.access(binaries.kube_scheduler, os.X_OK)
+    assert any(f"building kube-apiserver v{KUBE} from Go modules" in m for m in messages)
 
     ensure_binaries(log=messages.append)
-    assert len(_calls(fake_go)) == 2
+    assert len(_calls(fake_go)) == 3
 
 
 def test_failed_build_raises_with_output_and_leaves_nothing(
@@ -189,5 +232,6 @@ def test_waits_for_a_concurrent_build_and_reuses_its_result(cache: Path, fake_go
         worker.join(10)
     assert not worker.is_alive()
     assert [c["args"][-1] for c in _calls(fake_go)] == [  # type: ignore[index]
-        "k8s.io/kubernetes/cmd/kube-controller-manager"
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-scheduler",
     ]

@@ -1,4 +1,4 @@
-// Wrapper module: builds kube-apiserver and kube-controller-manager from the Go module proxy.
+// Wrapper module: builds kube-apiserver, kube-controller-manager and kube-scheduler from the Go module proxy.
 // k8s.io/kubernetes replaces its staging modules with local paths, so each one is pinned here.
 module coscheduling.local/controlplane/kubernetes
 
