@@ -16,6 +16,8 @@ from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
 from coscheduling.api.queues import Queue
 from coscheduling.framework.cycle_state import CycleState
+from coscheduling.groups import labelonly
+from coscheduling.groups.table import KindTable
 from coscheduling.plugins.coscheduling.plugin import REJECTION, Rejection
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
 from coscheduling.plugins.proportion import Proportion
@@ -30,15 +32,22 @@ V = TypeVar("V")
 class PodEvents:
     def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler
-        self.name = scheduler.config.scheduler_name
+        self.names = frozenset(scheduler.config.scheduler_names)
 
     def _ours_pending(self, pod: Pod) -> bool:
-        return not pod.node_name and pod.scheduler_name == self.name and not pod.terminal
+        return not pod.node_name and pod.scheduler_name in self.names and not pod.terminal
 
     def on_add(self, pod: Pod) -> None:
         s = self.s
         if pod.group_key:
+            with s.cache.lock:
+                labelonly.observe(pod, s.podgroups())
             s.group_changed(pod.group_key)
+            if pod.membership.ignored and self._ours_pending(pod) and s.reporter is not None:
+                s.reporter.event(pod, "Warning", "GroupMarkerConflict", (
+                    f"the pod carries more than one group marker; it belongs to "
+                    f"{pod.membership.marker} (the highest in precedence); ignored: "
+                    + "; ".join(pod.membership.ignored)))
         if pod.node_name:
             s.cache.set_pod(pod)
             self._wake_affinity(pod)
@@ -125,6 +134,10 @@ class PodEvents:
                 s.capacity_freed_locked()
             elif known is not None and known.group_key:
                 s.move_groups([known.group_key])
+            if pod.group_key and labelonly.forget_if_empty(
+                    pod.group_key, len(s.cache.group_pods(pod.group_key)), s.podgroups()):
+                for plugin in s.event_plugins:
+                    plugin.group_deleted(pod.group_key)
 
 
 class NodeEvents:
@@ -221,13 +234,20 @@ class VolumeEvents(StoreEvents[R, R]):
 
 
 class PodGroupEvents:
-    def __init__(self, scheduler: Scheduler) -> None:
+    """Group objects of one kind (``table`` is shared by every kind's handler): the record a
+    gang uses is the best-ranked kind present under its key."""
+
+    def __init__(self, scheduler: Scheduler, table: KindTable | None = None) -> None:
         self.s = scheduler
+        self.table = table if table is not None else KindTable()
 
     def on_add(self, group: PodGroup) -> None:
-        self._changed(group)
+        if self._use(group):
+            self._changed(group)
 
     def on_update(self, old: PodGroup, new: PodGroup) -> None:
+        if not self._use(new):
+            return
         if _same_spec(old, new):
             # Status writes (ours included) come back as updates: keep the record, but do
             # not wake the group's pods, or every status write would retry a frozen gang.
@@ -235,6 +255,19 @@ class PodGroupEvents:
                 self.s.podgroups()[new.key] = new
             return
         self._changed(new)
+
+    def _use(self, group: PodGroup) -> bool:
+        """Whether ``group`` is now the record of its gang; a kind of lower rank under the
+        same key is kept aside, with a Warning on it."""
+        used = self.table.put(group)
+        if used is group:
+            return True
+        if self.s.reporter is not None:
+            self.s.reporter.group_event(
+                group, "Warning", "GroupShadowed",
+                f"pods naming {group.name!r} are scheduled as the {used.api_version} "
+                f"PodGroup of that name; this {group.api_version} one is not used")
+        return False
 
     def _changed(self, group: PodGroup) -> None:
         s = self.s
@@ -247,6 +280,11 @@ class PodGroupEvents:
         s.move_groups(keys or [group.key])
 
     def on_delete(self, group: PodGroup) -> None:
+        used = self.table.remove(group)
+        if used is not None:
+            if self.s.podgroup(group.key) is not used:
+                self._changed(used)  # the kind that waited behind it takes over
+            return
         s = self.s
         with s.cache.lock:
             s.podgroups().pop(group.key, None)
@@ -315,6 +353,6 @@ class FinishedPodEvents:
 
 def _same_spec(old: PodGroup, new: PodGroup) -> bool:
     return (old.min_member, old.min_resources, old.max_schedule_time, old.priority_class_name,
-            old.queue, old.errors) == (new.min_member, new.min_resources,
-                                       new.max_schedule_time, new.priority_class_name,
-                                       new.queue, new.errors)
+            old.queue, old.topology, old.errors) == (
+                new.min_member, new.min_resources, new.max_schedule_time,
+                new.priority_class_name, new.queue, new.topology, new.errors)

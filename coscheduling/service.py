@@ -6,10 +6,10 @@ import logging
 import threading
 from typing import Any
 
-from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION, faults
+from coscheduling import GROUP_API, GROUP_VERSION, faults
 from coscheduling.api.namespaces import Namespace, parse_namespace
 from coscheduling.api.nodes import Node, parse_node
-from coscheduling.api.podgroups import PLURAL, PodGroup, parse_podgroup
+from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.api.priorityclasses import PriorityClass, parse_priority_class
 from coscheduling.api.queues import DEFAULT_QUEUE, Queue, default_queue_object, parse_queue
@@ -42,6 +42,9 @@ from coscheduling.eventhandlers import (
     StoreEvents,
     VolumeEvents,
 )
+from coscheduling.groups import FOREIGN_APIS, GroupApi, ours
+from coscheduling.groups.discovery import GroupDiscovery
+from coscheduling.groups.table import KindTable
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.proportion import Proportion
@@ -51,7 +54,6 @@ from coscheduling.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
-PODGROUPS_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{PLURAL}"
 QUEUES_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{QUEUES}"
 # A watch that sends nothing (not even a bookmark) for this long is assumed dead and
 # re-established from its last resourceVersion: a frozen connection costs at most this.
@@ -80,6 +82,7 @@ class SchedulerService:
         self.reporter = Reporter(self.report_client, config.scheduler_name)
         self.scheduler = Scheduler(config, default_registry(), self.client, self.reporter)
         s = self.scheduler
+        self.group_kinds = KindTable()
         self.informers: list[Informer[Any]] = [
             Informer[Node](self.client, "/api/v1/nodes", parse_node, lambda n: n.name,
                            NodeEvents(s), name="nodes", watch_read_timeout=WATCH_TIMEOUT),
@@ -97,9 +100,7 @@ class SchedulerService:
                              StoreEvents(s, s.pdbs, lambda b: b.key, lambda b: b),
                              name="poddisruptionbudgets",
                              watch_read_timeout=WATCH_TIMEOUT),
-            Informer[PodGroup](self.client, PODGROUPS_PATH, parse_podgroup, lambda g: g.key,
-                               PodGroupEvents(s), name="podgroups",
-                               watch_read_timeout=WATCH_TIMEOUT),
+            self._group_informer(ours.API),
             Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key, PodEvents(s),
                           field_selector="status.phase!=Succeeded,status.phase!=Failed",
                           name="pods", watch_read_timeout=WATCH_TIMEOUT),
@@ -121,13 +122,14 @@ class SchedulerService:
                               name="csinodes", watch_read_timeout=WATCH_TIMEOUT),
         ]
         v.client = self.client  # PreBind writes claimRefs and annotations through it
-        self.informers += [
+        self.informers += [  # every producer marks members differently: no label selector
             Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key,
                           FinishedPodEvents(s), field_selector=f"status.phase={phase}",
-                          label_selector=GROUP_LABEL, name=f"pods-{phase.lower()}",
-                          watch_read_timeout=WATCH_TIMEOUT)
+                          name=f"pods-{phase.lower()}", watch_read_timeout=WATCH_TIMEOUT)
             for phase in ("Succeeded", "Failed")
         ]
+        # Other producers' group objects, watched while (and once) the API server serves them.
+        self.discovery = GroupDiscovery(self.client, FOREIGN_APIS, self._group_informer)
         self.status_writer: GroupStatusWriter | None = None
         gang = s.framework.instances.get("Coscheduling")
         if isinstance(gang, Coscheduling):
@@ -165,11 +167,19 @@ class SchedulerService:
                 self.client.leader = self.elector.identity
         self.stopped = threading.Event()
 
+    def _group_informer(self, api: GroupApi) -> Informer[PodGroup]:
+        """A watch of one kind of group object; every kind's handler shares one table."""
+        return Informer[PodGroup](self.client, api.path, api.parse, lambda g: g.key,
+                                  PodGroupEvents(self.scheduler, self.group_kinds),
+                                  name=f"podgroups.{api.group}",
+                                  watch_read_timeout=WATCH_TIMEOUT)
+
     def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:
         """Start the watches, wait until they have listed, then start scheduling."""
         if self.http is not None:
             self.http.start()
         self._check_queues_served()
+        self.informers += self.discovery.discover()
         for informer in self.informers:
             informer.start()
         if not wait_synced(self.informers, sync_timeout):
@@ -181,11 +191,17 @@ class SchedulerService:
         self._ensure_default_queue()
         # Bound members are known now: gangs a crash left partially bound go first.
         self.scheduler.refresh_queue_order()
+        self.discovery.start(self._watch_late)
         if schedule:
             self.scheduler.start_loops()
             if self.elector is not None:
                 self.elector.start()
         return True
+
+    def _watch_late(self, informer: Informer[Any]) -> None:
+        """A kind of group object served only now (its CRD installed later)."""
+        self.informers.append(informer)
+        informer.start()
 
     def _check_queues_served(self) -> None:
         """Without the Queue CRD every gang is in the implicit default queue: no watch."""
@@ -233,6 +249,7 @@ class SchedulerService:
     def stop(self) -> None:
         if self.elector is not None:
             self.elector.stop()
+        self.discovery.stop()
         for informer in self.informers:
             informer.stop()
         if self.http is not None:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.quantity import QuantityError, parse_resource_list
 from coscheduling.api.times import parse_duration, parse_rfc3339
 
@@ -67,17 +68,31 @@ class PodGroup:
     phase: str = ""
     occupied_by: str = ""
     errors: tuple[str, ...] = ()
+    # Which kind of group object this record was read from (coscheduling.groups): "" for
+    # ours; the tag also ends the gang key, so same-named groups of two kinds never merge.
+    tag: str = ""
+    # The API object behind the record ("group/version"; "" for a group with no object).
+    api_version: str = f"{GROUP_API}/{GROUP_VERSION}"
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return gang_key(self.namespace, self.name, self.tag)
 
     @property
     def valid(self) -> bool:
         return not self.errors
 
 
-def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
+def gang_key(namespace: str, name: str, tag: str = "") -> str:
+    """``namespace/name`` for our PodGroups, ``namespace/name@tag`` for other kinds."""
+    return f"{namespace}/{name}@{tag}" if tag else f"{namespace}/{name}"
+
+
+def new_record(obj: dict[str, Any], tag: str = "",
+               api_version: str = f"{GROUP_API}/{GROUP_VERSION}",
+               ) -> tuple[PodGroup, dict[str, Any], list[str]]:
+    """A record with the object's metadata and status read: (record, spec, errors so far).
+    Every kind of group object starts here; its own fields are read by its parser."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec")
     status = obj.get("status") or {}
@@ -89,18 +104,30 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
         created=parse_rfc3339(meta.get("creationTimestamp")),
         phase=str(status.get("phase") or ""),
         occupied_by=str(status.get("occupiedBy") or ""),
+        tag=tag,
+        api_version=api_version,
     )
     errors: list[str] = []
     if not isinstance(spec, dict):
         errors.append("spec: required, and must be an object")
         spec = {}
-    min_member = spec.get("minMember")
-    if isinstance(min_member, bool) or not isinstance(min_member, int):
-        errors.append(f"spec.minMember: must be an integer >= 1, got {min_member!r}")
-    elif min_member < 1:
-        errors.append(f"spec.minMember: must be >= 1, got {min_member}")
+    return group, spec, errors
+
+
+def parse_min_member(raw: object, path: str, errors: list[str], minimum: int = 1) -> int:
+    """An integer count field of at least ``minimum``; 1 (and an error) when it is not."""
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        errors.append(f"{path}: must be an integer >= {minimum}, got {raw!r}")
+    elif raw < minimum:
+        errors.append(f"{path}: must be >= {minimum}, got {raw}")
     else:
-        group.min_member = min_member
+        return max(1, raw)
+    return 1
+
+
+def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
+    group, spec, errors = new_record(obj)
+    group.min_member = parse_min_member(spec.get("minMember"), "spec.minMember", errors)
     group.min_resources = parse_amounts(spec.get("minResources"), "spec.minResources", errors)
     raw_timeout = spec.get("maxScheduleTime")
     if raw_timeout not in (None, ""):
@@ -113,18 +140,7 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
             group.max_schedule_time = seconds
         except ValueError as err:
             errors.append(f"spec.maxScheduleTime: {err}")
-    priority_class = spec.get("priorityClassName") or ""
-    if priority_class and (
-        not isinstance(priority_class, str) or not _DNS_SUBDOMAIN.match(priority_class)
-    ):
-        errors.append(f"spec.priorityClassName: {priority_class!r} is not a valid name")
-    else:
-        group.priority_class_name = str(priority_class)
-    queue = spec.get("queue") or "default"
-    if not isinstance(queue, str) or len(queue) > 253 or not _DNS_SUBDOMAIN.match(queue):
-        errors.append(f"spec.queue: {queue!r} is not a valid Queue name")
-    else:
-        group.queue = queue
+    read_priority_and_queue(group, spec, errors)
     hold = spec.get("replacementHoldSeconds", DEFAULT_REPLACEMENT_HOLD_SECONDS)
     if (isinstance(hold, bool) or not isinstance(hold, int)
             or not 0 <= hold <= MAX_REPLACEMENT_HOLD_SECONDS):
@@ -139,6 +155,22 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
             errors.append(f"spec.topology{err}")
     group.errors = tuple(errors)
     return group
+
+
+def read_priority_and_queue(group: PodGroup, spec: dict[str, Any], errors: list[str]) -> None:
+    """``spec.priorityClassName`` and ``spec.queue``, which several kinds of group share."""
+    priority_class = spec.get("priorityClassName") or ""
+    if priority_class and (
+        not isinstance(priority_class, str) or not _DNS_SUBDOMAIN.match(priority_class)
+    ):
+        errors.append(f"spec.priorityClassName: {priority_class!r} is not a valid name")
+    else:
+        group.priority_class_name = str(priority_class)
+    queue = spec.get("queue") or "default"
+    if not isinstance(queue, str) or len(queue) > 253 or not _DNS_SUBDOMAIN.match(queue):
+        errors.append(f"spec.queue: {queue!r} is not a valid Queue name")
+    else:
+        group.queue = queue
 
 
 def parse_amounts(raw: object, path: str, errors: list[str]) -> dict[str, int]:

@@ -7,7 +7,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from coscheduling import GROUP_LABEL
 from coscheduling.api.podaffinity import (
     PodAffinity,
     SpreadConstraint,
@@ -22,6 +21,7 @@ from coscheduling.api.selectors import (
     parse_preferred_terms,
 )
 from coscheduling.api.times import parse_rfc3339
+from coscheduling.groups.membership import NO_GROUP, Membership, membership
 
 # Requests assumed for scoring when a container asks for nothing, as kube-scheduler does,
 # so that best-effort pods still spread instead of all landing on one node.
@@ -36,9 +36,10 @@ PLACEMENT_VOLUME_SOURCES = (
     "persistentVolumeClaim", "ephemeral", "awsElasticBlockStore", "azureDisk", "azureFile",
     "cinder", "gcePersistentDisk", "iscsi", "portworxVolume", "rbd", "vsphereVolume",
 )
-# Spec fields that change where or how a pod is placed and that only their own plugins
-# read: the core API's own workload grouping (two API versions).
-PLACEMENT_FIELDS = ("workloadRef", "schedulingGroup")
+# Spec fields that change where or how a pod is placed and that nothing here reads: the
+# v1.35 Workload API's pod field (gone since v1.36; spec.schedulingGroup is read, see
+# coscheduling.groups).
+PLACEMENT_FIELDS = ("workloadRef",)
 
 
 @dataclass(slots=True, eq=False)
@@ -84,6 +85,8 @@ class Pod:
     pod_affinity: PodAffinity | None = None
     spread_constraints: tuple[SpreadConstraint, ...] = ()
     parse_error: str = ""
+    # Which gang the pod belongs to, from whichever producer's marker it carries.
+    membership: Membership = NO_GROUP
 
     # ``namespace/name``, computed once: it is read on every hot path.
     key: str = field(init=False, default="", repr=False)
@@ -92,14 +95,9 @@ class Pod:
         self.key = f"{self.namespace}/{self.name}"
 
     @property
-    def group(self) -> str:
-        """The PodGroup name this pod belongs to, or ``""``."""
-        return self.labels.get(GROUP_LABEL, "")
-
-    @property
     def group_key(self) -> str:
-        group = self.group
-        return f"{self.namespace}/{group}" if group else ""
+        """The gang this pod belongs to (coscheduling.groups), or ``""``."""
+        return self.membership.key
 
     @property
     def terminal(self) -> bool:
@@ -255,6 +253,10 @@ def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+class _MarkerError(Exception):
+    """A malformed group marker; its message already names the field."""
+
+
 def parse_pod(obj: dict[str, Any]) -> Pod:
     """Build a Pod record from the API's JSON. Malformed fields are kept as ``parse_error``.
 
@@ -274,6 +276,11 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pod.created = parse_rfc3339(meta.get("creationTimestamp"))
         field = "metadata.labels"
         pod.labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+        field = "metadata"
+        pod.membership = membership(pod.namespace, pod.labels,
+                                    _mapping(meta.get("annotations")), spec)
+        if pod.membership.error:
+            raise _MarkerError(pod.membership.error)
         field = "metadata.ownerReferences"
         pod.owner = _controller(meta)
         field = "status.phase"
@@ -326,6 +333,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         fields = [f"spec.{name}" for name in PLACEMENT_FIELDS if spec.get(name)]
         if fields:
             pod.placement_fields = tuple(fields)
+    except _MarkerError as err:
+        pod.parse_error = str(err)
     except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
         pod.parse_error = f"{field}: {err}"
     return pod

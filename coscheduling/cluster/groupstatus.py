@@ -1,4 +1,5 @@
-"""Writes PodGroup status through the status subresource, coalesced.
+"""Writes PodGroup status through the status subresource, coalesced, in the shape of the
+group's own kind (coscheduling.groups).
 
 Events only mark a group dirty; one worker writes each dirty group at most once per
 ``min_interval``, ``settle`` seconds after it was first marked (so a gang placed within that
@@ -14,20 +15,22 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.times import format_rfc3339
-from coscheduling.cluster.client import ApiError, KubeClient, q
+from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.groups import StatusInput, api_for
 
 log = logging.getLogger(__name__)
 
-StatusOf = Callable[[str], "dict[str, Any] | None"]
-"""group key -> the status to write, or None when the group is unknown."""
+S = TypeVar("S")
 
 
-class GroupStatusWriter:
-    def __init__(self, client: KubeClient, status_of: StatusOf, *,
+class CoalescingWriter(Generic[S]):
+    """The coalescing above; ``status_of(key)`` gives what to write (None: nothing, the
+    object is gone) and ``_write`` writes it."""
+
+    def __init__(self, client: KubeClient, status_of: Callable[[str], S | None], *,
                  min_interval: float = 1.0, settle: float = 1.0) -> None:
         self.client = client
         self.status_of = status_of
@@ -40,7 +43,7 @@ class GroupStatusWriter:
         # Dirty groups -> when they were first marked since their last write.
         self._dirty: dict[str, float] = {}
         self._wake_at = float("inf")  # when the worker looks again on its own
-        self._written: dict[str, dict[str, Any]] = {}
+        self._written: dict[str, Any] = {}
         self._last_write: dict[str, float] = {}
         self._cond = threading.Condition()
         self._stop = False
@@ -87,22 +90,7 @@ class GroupStatusWriter:
                    + self.min_interval)
 
     def _write(self, key: str) -> None:
-        status = self.status_of(key)
-        if status is None:
-            self._written.pop(key, None)
-            return
-        previous = self._written.get(key)
-        if previous is not None and _same(previous, status):
-            return
-        _keep_transition_times(previous, status)
-        namespace, name = key.split("/", 1)
-        now = self._last_write[key] = time.monotonic()
-        self.client.patch(
-            f"/apis/{GROUP_API}/{GROUP_VERSION}/namespaces/{q(namespace)}/podgroups/"
-            f"{q(name)}/status", {"status": status})
-        self._written[key] = status
-        self.writes += 1
-        self.history.append((key, now))
+        raise NotImplementedError
 
     def flush(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
@@ -114,6 +102,27 @@ class GroupStatusWriter:
             self._stop = True
             self._cond.notify()
         self._thread.join(timeout=5)
+
+
+class GroupStatusWriter(CoalescingWriter[StatusInput]):
+    """PodGroup status of every kind; what was last written is compared without times."""
+
+    def _write(self, key: str) -> None:
+        made_of = self.status_of(key)
+        api = api_for(made_of.group) if made_of is not None else None
+        if made_of is None or api is None:  # gone, or a label-only group (no object)
+            self._written.pop(key, None)
+            return
+        status = api.shape(made_of)  # in the shape of the group's own kind
+        previous = self._written.get(key)
+        if previous is not None and _same(previous, status):
+            return
+        _keep_transition_times(previous, status)
+        now = self._last_write[key] = time.monotonic()
+        self.client.patch(api.status_path(made_of.group), {"status": status})
+        self._written[key] = status
+        self.writes += 1
+        self.history.append((key, now))
 
 
 def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -5,14 +5,15 @@ most once per ``min_interval``, and only when its status changed."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.queues import PLURAL
 from coscheduling.cluster.client import q
-from coscheduling.cluster.groupstatus import GroupStatusWriter
+from coscheduling.cluster.groupstatus import CoalescingWriter
 
 
-class QueueStatusWriter(GroupStatusWriter):
+class QueueStatusWriter(CoalescingWriter[dict[str, Any]]):
     """Keys are Queue names (cluster-scoped); the status has no conditions."""
 
     def _write(self, key: str) -> None:

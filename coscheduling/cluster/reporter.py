@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.times import format_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
 
@@ -98,10 +97,13 @@ class Reporter:
         self._submit(pod.key, 0.0, Report.about(pod, kind, reason, message))
 
     def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None:
-        """An event about a PodGroup (a released hold, say)."""
+        """An event about a PodGroup (a released hold, say), of whichever kind it is; a
+        label-only group has no object to attach one to."""
+        if not group.api_version:
+            return
         self._submit(f"podgroup:{group.key}", 0.0, Report(
             group.namespace, group.name, group.uid, kind, reason, message,
-            api_version=f"{GROUP_API}/{GROUP_VERSION}", object_kind="PodGroup"))
+            api_version=group.api_version, object_kind="PodGroup"))
 
     def forget(self, pod: Pod) -> None:
         self._reported.pop(pod.uid, None)

@@ -61,7 +61,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
 }
 
 _TOP_LEVEL = {
-    "apiVersion", "kind", "schedulerName", "clientConnection", "leaderElection",
+    "apiVersion", "kind", "schedulerName", "schedulerNames", "clientConnection", "leaderElection",
     "percentageOfNodesToScore", "signatureCacheSize", "podInitialBackoffSeconds",
     "podMaxBackoffSeconds", "podMaxInUnschedulablePodsSeconds", "bindingParallelism",
     "plugins", "pluginConfig", "metricsBindAddress", "grpc",
@@ -91,9 +91,7 @@ def parse_config(raw: object, registry: Registry) -> SchedulerConfig:
         if doc.get("kind") != KIND:
             raise ConfigError("kind", f"must be {KIND}, got {doc.get('kind')!r}")
     defaults = SchedulerConfig()
-    name = as_str(doc.get("schedulerName", defaults.scheduler_name), "schedulerName")
-    if not name or len(name) > 253:
-        raise ConfigError("schedulerName", "must be a non-empty name of at most 253 characters")
+    name, *others = _scheduler_names(doc, defaults.scheduler_name)
     initial = as_float(doc.get("podInitialBackoffSeconds", defaults.pod_initial_backoff_seconds),
                        "podInitialBackoffSeconds", exclusive_minimum=0)
     maximum = as_float(doc.get("podMaxBackoffSeconds", defaults.pod_max_backoff_seconds),
@@ -104,6 +102,7 @@ def parse_config(raw: object, registry: Registry) -> SchedulerConfig:
     plugins = _plugins(doc.get("plugins"), registry)
     return SchedulerConfig(
         scheduler_name=name,
+        additional_scheduler_names=tuple(others),
         client_connection=_client(doc.get("clientConnection")),
         leader_election=_leader_election(doc.get("leaderElection"), name),
         percentage_of_nodes_to_score=as_int(
@@ -177,6 +176,31 @@ def _seconds(value: object, path: str) -> float:
     if seconds <= 0:
         raise ConfigError(path, f"must be longer than zero, got {value!r}")
     return seconds
+
+
+def _scheduler_names(doc: Mapping[str, Any], default: str) -> list[str]:
+    """``schedulerName`` (one name) or ``schedulerNames`` (several, so that pods written for
+    other schedulers, e.g. ``volcano``, are scheduled here unchanged); the first is primary."""
+    if "schedulerName" in doc and "schedulerNames" in doc:
+        raise ConfigError("schedulerNames", "give either schedulerName or schedulerNames, "
+                                            "not both")
+    if "schedulerNames" in doc:
+        names = as_list(doc["schedulerNames"], "schedulerNames")
+        if not names:
+            raise ConfigError("schedulerNames", "must list at least one name")
+        path = "schedulerNames[{}]"
+    else:
+        names, path = [doc.get("schedulerName", default)], "schedulerName"
+    checked: list[str] = []
+    for index, raw in enumerate(names):
+        where = path.format(index)
+        name = as_str(raw, where)
+        if not name or len(name) > 253:
+            raise ConfigError(where, "must be a non-empty name of at most 253 characters")
+        if name in checked:
+            raise ConfigError(where, f"{name!r} is listed twice")
+        checked.append(name)
+    return checked
 
 
 def _leader_election(raw: object, scheduler_name: str) -> LeaderElection:

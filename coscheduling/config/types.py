@@ -69,6 +69,9 @@ class Plugins:
 @dataclass(frozen=True)
 class SchedulerConfig:
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    # Further names pods may ask for (schedulerNames after the first): other schedulers'
+    # names, so that operators creating pods for them work unchanged.
+    additional_scheduler_names: tuple[str, ...] = ()
     client_connection: ClientConnection = field(default_factory=ClientConnection)
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     percentage_of_nodes_to_score: int = 0
@@ -84,3 +87,8 @@ class SchedulerConfig:
     plugins: Plugins = field(default_factory=Plugins)
     grpc: GrpcPolicy = field(default_factory=GrpcPolicy)
     plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """Every schedulerName this scheduler takes pods for; the first is its own."""
+        return (self.scheduler_name, *self.additional_scheduler_names)

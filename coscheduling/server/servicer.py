@@ -260,7 +260,7 @@ class SchedulingServicer:
         s.capacity_freed_locked(exclude=pod.group_key)
         current = s.cache.pod(pod.key)
         if current is not None and current.uid == pod.uid and \
-                current.scheduler_name == s.config.scheduler_name:
+                current.scheduler_name in s.config.scheduler_names:
             s.queue.requeue(current, status.message, unschedulable=status.rejected)
 
     # -- decisions ------------------------------------------------------------------------
@@ -317,7 +317,7 @@ class SchedulingServicer:
                 min_member=group.min_member, members=members, waiting=counts.waiting,
                 bound=sum(1 for m in members if m.state == pb.MEMBER_STATE_BOUND),
                 claimed=counts.claimed, placed=counts.placed,
-                phase=status["phase"] if status else "",
+                phase=status.status["phase"] if status else "",
                 frozen_until=manager.frozen_until(key), errors=list(group.errors),
             )
             if gang is not None:

@@ -13,7 +13,7 @@ from coscheduling.api.nodes import parse_node
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.service import PODGROUPS_PATH
+from coscheduling.groups import ours
 
 PG_API = "batch.scheduler.tencent.com/v1"
 
@@ -281,4 +281,4 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 def podgroups_path(namespace: str) -> str:
-    return PODGROUPS_PATH.replace("/podgroups", f"/namespaces/{namespace}/podgroups")
+    return ours.API.path.replace("/podgroups", f"/namespaces/{namespace}/podgroups")

@@ -36,7 +36,7 @@ def test_pod_without_its_group_waits_with_reason_then_schedules(sim: SimCluster)
     sim.add_pod("a", group="later")
     result = sim.scheduler.schedule_one(timeout=0.1)
     assert result is not None
-    assert 'PodGroup "ns/later" not found' in result.status.message
+    assert 'PodGroup (batch.scheduler.tencent.com/v1) "ns/later" not found' in result.status.message
     sim.add_group("later", 1)
     sim.run()
     assert sim.bound_in_group("later") == 1

@@ -31,7 +31,7 @@ def gang_plugin(sim: SimCluster) -> Coscheduling:
 def status(sim: SimCluster, group: str) -> dict[str, Any]:
     found = gang_plugin(sim).status_of(f"ns/{group}")
     assert found is not None
-    return found
+    return found.status
 
 
 def test_gated_member_is_not_counted_and_the_gang_waits_until_it_is_ungated(

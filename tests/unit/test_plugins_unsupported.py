@@ -51,11 +51,12 @@ HARMLESS_VOLUMES = [
     ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]},
      f"spec.resourceClaims ('gpu'): dynamic resource allocation is {NOT_PLACED}"),
     ({"workloadRef": {"name": "w", "podGroup": "workers"}},
-     "spec.workloadRef: the Workload API's gang scheduling is not implemented by this "
-     "scheduler; use a PodGroup; the pod is not placed"),
-    ({"schedulingGroup": {"podGroupName": "g"}},
-     "spec.schedulingGroup: the Workload API's gang scheduling is not implemented by this "
-     "scheduler; use a PodGroup; the pod is not placed"),
+     "spec.workloadRef: the v1.35 alpha Workload API is not implemented by this scheduler; "
+     "name a scheduling.k8s.io PodGroup in spec.schedulingGroup.podGroupName; the pod is not "
+     "placed"),
+    ({"schedulingGroup": {"podGroupName": ""}},
+     "spec.schedulingGroup.podGroupName: must name a PodGroup, got ''; the pod spec cannot "
+     "be read, so the pod is not placed"),
     ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}}},
      "spec.affinity: unknown node selector operator 'Near'; the pod spec cannot be read, so "

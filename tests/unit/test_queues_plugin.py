@@ -36,7 +36,7 @@ def _gangs(sim: SimCluster, queue: str, count: int, size: int = 2, cpu: str = "1
 
 def _bound(sim: SimCluster, queue: str) -> int:
     return sum(1 for p in sim.scheduler.cache.pods()
-               if p.node_name and p.group.startswith(f"{queue}-"))
+               if p.node_name and p.membership.name.startswith(f"{queue}-"))
 
 
 def test_queues_asking_for_more_than_the_cluster_end_at_their_deserved_share(

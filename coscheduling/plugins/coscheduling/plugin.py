@@ -6,6 +6,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coscheduling.api.quantity import add_into
 from coscheduling.api.times import format_rfc3339
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.interfaces import (
@@ -19,9 +20,15 @@ from coscheduling.framework.interfaces import (
     ReservePlugin,
 )
 from coscheduling.framework.status import SUCCESS, Code, Status
+from coscheduling.groups import StatusInput, api_for, labelonly, missing_message, volcano
 from coscheduling.plugins.coscheduling.args import parse_args
 from coscheduling.plugins.coscheduling.manager import GangCounts, GangManager
-from coscheduling.plugins.coscheduling.status import GroupView, build_status, occupied_by
+from coscheduling.plugins.coscheduling.status import (
+    GroupView,
+    build_status,
+    occupied_by,
+    room_for,
+)
 from coscheduling.preemption import Preemption
 from coscheduling.preemption.evaluator import NEVER
 
@@ -56,6 +63,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         self.manager = GangManager(handle, parse_args(args), self.name)
         self.preemption = Preemption(handle)
         self.partial_groups: set[str] = set()
+        # Groups whose kind admits them before pods exist, still waiting for room.
+        self.awaiting_admission: set[str] = set()
         # Set when the profile enables DRF: (group, pod, partial) -> the member's key.
         self.gang_order: Callable[[PodGroup, Pod, int], tuple[Any, ...]] | None = None
 
@@ -97,13 +106,13 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
             return SUCCESS
         group = self.handle.podgroup(group_key)
         if group is None:
-            return Status.unschedulable(
-                f'PodGroup "{group_key}" not found (label {pod.group!r}); '
-                "the pod is retried when the PodGroup is created"
-            )
+            return Status.unschedulable(missing_message(pod.membership, pod.namespace))
         if not group.valid:
             return Status.unresolvable(f'PodGroup "{group_key}" is invalid: '
                                        + "; ".join(group.errors))
+        disagreement = labelonly.disagreement(pod, group)
+        if disagreement:
+            return Status.unschedulable(f'PodGroup "{group_key}": {disagreement}')
         cache = self.handle.cache
         occupant = occupied_by(group, cache.group_pods(group_key), lambda p: bool(
             p.node_name or cache.assumed_node(p.key) or cache.claimed_node(p.key)))
@@ -243,6 +252,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     # -- cluster events ------------------------------------------------------------------
     def capacity_freed(self, exclude: str = "") -> list[str]:
+        for group_key in list(self.awaiting_admission):  # their minResources may fit now
+            self.handle.group_changed(group_key)
         return self.manager.unfreeze_all(exclude)
 
     def group_changed(self, group: PodGroup) -> list[str]:
@@ -253,6 +264,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         return [group.key]
 
     def group_deleted(self, group_key: str) -> list[str]:
+        self.awaiting_admission.discard(group_key)
         self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
         self.manager.forget_group(group_key)
         return [group_key]
@@ -302,8 +314,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         return expired + thawed
 
     # -- status ----------------------------------------------------------------------------
-    def status_of(self, group_key: str) -> dict[str, Any] | None:
-        """The PodGroup status to write for ``group_key`` (None if the group is gone)."""
+    def status_of(self, group_key: str) -> StatusInput | None:
+        """What the status of ``group_key`` is made of (None if the group is gone)."""
         with self.handle.cache.lock:
             group = self.handle.podgroup(group_key)
             if group is None or not group.valid:
@@ -321,4 +333,24 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                 timeout=manager.timeout_for(group),
                 holds=manager.holds.of(group_key),
             )
-            return build_status(view)
+            status = build_status(view)
+            api = api_for(group)
+            if api is None or not api.reports_admission or group.phase in volcano.ADMITTED:
+                return StatusInput(group, status)
+            fits, why_not = room_for(group.min_resources, self.handle.cache.nodes(),
+                                     self._promised(group_key))
+            if not fits:
+                self.awaiting_admission.add(group_key)
+            else:
+                self.awaiting_admission.discard(group_key)
+            return StatusInput(group, status, fits, why_not)
+
+    def _promised(self, group_key: str) -> dict[str, int]:
+        """minResources of the other admitted groups that have no member placed yet: room
+        their producers were told is theirs before their pods exist."""
+        promised: dict[str, int] = {}
+        for key, group in self.handle.podgroups().items():
+            if key != group_key and group.phase == volcano.INQUEUE and group.min_resources \
+                    and not self.manager.counts(key).placed:
+                add_into(promised, group.min_resources)
+        return promised

@@ -8,16 +8,18 @@ none running), Failed (members failed and none is left running or placed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api import podgroups as pg
+from coscheduling.api.quantity import format_units
 from coscheduling.api.times import format_duration, format_rfc3339
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
+    from coscheduling.cache import NodeInfo
     from coscheduling.plugins.coscheduling.holds import Hold
     from coscheduling.plugins.coscheduling.manager import GangCounts, GangState
 
@@ -121,3 +123,22 @@ def occupied_by(group: PodGroup, members: Sequence[Pod], placed: Callable[[Pod],
         return group.occupied_by
     owned = [p for p in members if p.owner and not p.deleting and placed(p)]
     return min(owned, key=lambda p: (p.created, p.key)).owner if owned else ""
+
+
+def room_for(wanted: Mapping[str, int], nodes: Iterable[NodeInfo],
+             promised: Mapping[str, int]) -> tuple[bool, str]:
+    """Whether ``wanted`` fits the free room of the schedulable nodes, less what admitted
+    groups without placed members were ``promised``; and, when not, what is short."""
+    if not wanted:
+        return True, ""
+    free = dict.fromkeys(wanted, 0)
+    for info in nodes:
+        if info.node is None or info.node.unschedulable:
+            continue
+        for name in wanted:
+            free[name] += max(0, info.node.allocatable.get(name, 0) - info.used(name))
+    short = [f"{name} {format_units(name, amount)} wanted, "
+             f"{format_units(name, free[name] - promised.get(name, 0))} free"
+             for name, amount in sorted(wanted.items())
+             if amount > free[name] - promised.get(name, 0)]
+    return not short, "; ".join(short)

@@ -9,8 +9,8 @@ condition and a FailedScheduling event. Refused:
   conflicts and attach limits are not implemented (claims, ``persistentVolumeClaim`` and
   generic ``ephemeral``, are VolumeBinding's and the other volume plugins');
 * ``spec.resourceClaims``: dynamic resource allocation is not implemented;
-* ``spec.workloadRef`` / ``spec.schedulingGroup``: the core API's own gang policy is not
-  implemented (use a PodGroup and its label);
+* ``spec.workloadRef``: the v1.35 alpha Workload API's pod field (v1.36 replaced it with
+  ``spec.schedulingGroup``, which coscheduling.groups reads);
 * a spec this scheduler could not read (``Pod.parse_error``): its constraints are unknown.
 """
 
@@ -32,8 +32,7 @@ NAME = "UnsupportedFields"
 NOT_PLACED = "the pod is not placed"
 
 _FIELD_WHY = {
-    "spec.workloadRef": "the Workload API's gang scheduling is",
-    "spec.schedulingGroup": "the Workload API's gang scheduling is",
+    "spec.workloadRef": "the v1.35 alpha Workload API is",
 }
 
 
@@ -51,7 +50,8 @@ def refusal(pod: Pod) -> str:
                 f"{NOT_PLACED}")
     for path in pod.placement_fields:
         what = _FIELD_WHY.get(path, "this field is")
-        extra = "; use a PodGroup" if "gang" in what else ""
+        extra = ("; name a scheduling.k8s.io PodGroup in spec.schedulingGroup.podGroupName"
+                 if "Workload" in what else "")
         return f"{path}: {what} not implemented by this scheduler{extra}; {NOT_PLACED}"
     return ""
 

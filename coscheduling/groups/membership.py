@@ -1,0 +1,90 @@
+"""Which gang a pod belongs to, read from the markers the producers of gangs put on pods.
+
+A pod may carry several markers (an operator's label and a user's, say); it belongs to the
+first in ``PRECEDENCE`` and the others are reported as ignored. The gang key ends with the
+marker's tag, so groups of different kinds with the same name never merge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from coscheduling import GROUP_LABEL
+from coscheduling.api.podgroups import gang_key
+
+NATIVE = "native"  # spec.schedulingGroup.podGroupName: a scheduling.k8s.io PodGroup
+SCHEDULER_PLUGINS = "x-k8s"  # label scheduling.x-k8s.io/pod-group
+GROUP_NAME = "group-name"  # annotation scheduling.k8s.io/group-name: Volcano or kube-batch
+OURS = ""  # label group.batch.scheduler.tencent.com
+LABEL_ONLY = "label"  # the first coscheduling plugin's two labels, no object
+
+X_K8S_LABEL = "scheduling.x-k8s.io/pod-group"
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+LABEL_ONLY_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+LABEL_ONLY_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+PRECEDENCE = (NATIVE, SCHEDULER_PLUGINS, GROUP_NAME, OURS, LABEL_ONLY)
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """The gang a pod belongs to ("" key: none) and how the pod names it."""
+
+    key: str = ""
+    tag: str = ""
+    name: str = ""
+    marker: str = ""  # e.g. "label scheduling.x-k8s.io/pod-group=train", for messages
+    min_available: int = 0  # label-only groups: what this pod's min-available label says
+    ignored: tuple[str, ...] = ()  # markers of lower precedence the pod also carries
+    error: str = ""  # a malformed marker: the pod is refused with this message
+
+
+NO_GROUP = Membership()
+
+
+def membership(namespace: str, labels: dict[str, str], annotations: dict[str, Any],
+               spec: dict[str, Any]) -> Membership:
+    """The pod's gang, from its labels, annotations and spec."""
+    found: list[tuple[str, str, str]] = []  # (tag, name, marker), in PRECEDENCE order
+    group_ref = spec.get("schedulingGroup")
+    if group_ref is not None:
+        name = group_ref.get("podGroupName") if isinstance(group_ref, dict) else None
+        if not isinstance(name, str) or not name:
+            return Membership(error="spec.schedulingGroup.podGroupName: must name a "
+                                    f"PodGroup, got {name!r}")
+        found.append((NATIVE, name, f"spec.schedulingGroup.podGroupName={name}"))
+    if X_K8S_LABEL in labels:
+        name = labels[X_K8S_LABEL]
+        found.append((SCHEDULER_PLUGINS, name, f"label {X_K8S_LABEL}={name}"))
+    if GROUP_NAME_ANNOTATION in annotations:
+        name = annotations[GROUP_NAME_ANNOTATION]
+        if not isinstance(name, str) or len(name) > 253 or not _NAME.match(name):
+            return Membership(error=f"metadata.annotations[{GROUP_NAME_ANNOTATION}]: "
+                                    f"{name!r} is not a valid PodGroup name")
+        found.append((GROUP_NAME, name, f"annotation {GROUP_NAME_ANNOTATION}={name}"))
+    if GROUP_LABEL in labels:
+        name = labels[GROUP_LABEL]
+        found.append((OURS, name, f"label {GROUP_LABEL}={name}"))
+    minimum = 0
+    if LABEL_ONLY_NAME in labels or LABEL_ONLY_MIN in labels:
+        name, raw = labels.get(LABEL_ONLY_NAME, ""), labels.get(LABEL_ONLY_MIN)
+        if not name or raw is None:
+            missing = LABEL_ONLY_MIN if raw is None else LABEL_ONLY_NAME
+            return Membership(error=f"metadata.labels[{missing}]: a label-only group needs "
+                                    f"both {LABEL_ONLY_NAME} and {LABEL_ONLY_MIN}")
+        if not raw.isdigit() or int(raw) < 1:
+            return Membership(error=f"metadata.labels[{LABEL_ONLY_MIN}]: must be an integer "
+                                    f">= 1, got {raw!r}")
+        minimum = int(raw)
+        found.append((LABEL_ONLY, name, f"labels {LABEL_ONLY_NAME}={name}, "
+                                        f"{LABEL_ONLY_MIN}={raw}"))
+    if not found:
+        return NO_GROUP
+    tag, name, marker = found[0]
+    return Membership(key=gang_key(namespace, name, tag), tag=tag, name=name, marker=marker,
+                      min_available=minimum if tag == LABEL_ONLY else 0,
+                      ignored=tuple(m for _, _, m in found[1:]))

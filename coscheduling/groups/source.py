@@ -1,0 +1,58 @@
+"""What every kind of group object has in common: where it is served, how its objects are
+read into the one gang model (PodGroup records), and how status is written back in its own
+shape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from coscheduling.api.podgroups import PodGroup
+from coscheduling.cluster.client import q
+
+
+@dataclass(frozen=True, slots=True)
+class StatusInput:
+    """What a group's status is made from: our own status of the gang (the shape of
+    ``plugins.coscheduling.status``), and whether the group's minResources fit the free room
+    of the cluster now (for the kinds that report admission before pods exist)."""
+
+    group: PodGroup
+    status: dict[str, Any]
+    fits: bool = True
+    why_not: str = ""  # when it does not fit: what is short
+
+
+@dataclass(frozen=True, slots=True)
+class GroupApi:
+    """One served kind of group object."""
+
+    title: str  # for messages, e.g. "Volcano PodGroup (scheduling.volcano.sh/v1beta1)"
+    group: str
+    version: str
+    tag: str  # the membership tag whose gangs these objects describe
+    parse: Callable[[dict[str, Any]], PodGroup]
+    shape: Callable[[StatusInput], dict[str, Any]]
+    plural: str = "podgroups"
+    # Among the kinds that share a tag, the lower rank wins when both objects exist.
+    rank: int = 0
+    # Whether the shape reads StatusInput.fits (costs a pass over the nodes).
+    reports_admission: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def path(self) -> str:
+        return f"/apis/{self.group}/{self.version}/{self.plural}"
+
+    def status_path(self, record: PodGroup) -> str:
+        return (f"/apis/{self.group}/{self.version}/namespaces/{q(record.namespace)}/"
+                f"{self.plural}/{q(record.name)}/status")
+
+
+def pick(status: dict[str, Any], *fields: str) -> dict[str, Any]:
+    """The ``fields`` of our status that a kind's schema also has."""
+    return {name: status[name] for name in fields if name in status}
