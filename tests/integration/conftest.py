@@ -18,8 +18,18 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from coscheduling.localcluster import LocalCluster, ensure_binaries
-from tests.integration.fixtures import crd, kube, make_namespace, start_scheduler  # noqa: F401
+from tests.integration.fixtures import (  # noqa: F401
+    compat_crds,
+    crd,
+    kube,
+    make_namespace,
+    start_scheduler,
+)
 from tests.integration.kube import wait_until
+from tests.integration.operators import (  # noqa: F401
+    operator_podgroup_crds,
+    start_training_operator,
+)
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

@@ -1,0 +1,80 @@
+"""Fixtures and helpers for running the real Kubeflow training-operator against the session
+cluster (see coscheduling.localcluster.operators)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coscheduling.cluster.client import KubeClient
+from coscheduling.localcluster import LocalCluster
+from coscheduling.localcluster.operators import TrainingOperator, apply_crd
+
+REPO = Path(__file__).resolve().parents[2]
+COMPAT_CRD_DIR = REPO / "crd" / "compat"
+# The two PodGroup kinds the training operator creates, one per --gang-scheduler-name path.
+OPERATOR_PODGROUP_CRDS = ("podgroups.scheduling.x-k8s.io.yaml",
+                          "podgroups.scheduling.volcano.sh.yaml")
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+StartOperator = Callable[[str], TrainingOperator]
+
+
+@pytest.fixture(scope="session")
+def operator_podgroup_crds(kube: KubeClient) -> None:
+    """The compat CRDs the operator checks for at start (it exits if its kind is missing)."""
+    for name in OPERATOR_PODGROUP_CRDS:
+        for doc in yaml.safe_load_all((COMPAT_CRD_DIR / name).read_text()):
+            if doc:
+                apply_crd(kube, doc)
+
+
+@pytest.fixture
+def start_training_operator(local_cluster: LocalCluster, operator_podgroup_crds: None,
+                            tmp_path: Path) -> Iterator[StartOperator]:
+    """`start_training_operator(gang_scheduler_name)`: a running operator, stopped after."""
+    started: list[TrainingOperator] = []
+
+    def start(gang_scheduler_name: str) -> TrainingOperator:
+        operator = TrainingOperator(local_cluster, tmp_path / f"operator-{len(started)}",
+                                    gang_scheduler_name=gang_scheduler_name,
+                                    log=lambda _: None)
+        started.append(operator)
+        return operator.start()
+
+    yield start
+    for operator in started:
+        operator.stop()
+
+
+def pytorchjob(name: str, *, workers: int, cpu: str) -> dict[str, Any]:
+    """A PyTorchJob of one master and `workers` workers, each asking for `cpu`."""
+
+    def replicas(count: int) -> dict[str, Any]:
+        container = {"name": "pytorch", "image": "busybox", "command": ["true"],
+                     "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}
+        return {"replicas": count, "restartPolicy": "OnFailure",
+                "template": {"spec": {"containers": [container],
+                                      "terminationGracePeriodSeconds": 0}}}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
+            "spec": {"pytorchReplicaSpecs": {"Master": replicas(1),
+                                             "Worker": replicas(workers)}}}
+
+
+def create_pytorchjob(kube: KubeClient, namespace: str, body: dict[str, Any]) -> None:
+    kube.create(f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs", body)
+
+
+def job_pods(kube: KubeClient, namespace: str, job: str) -> list[dict[str, Any]]:
+    answer = kube.get(f"/api/v1/namespaces/{namespace}/pods",
+                      labelSelector=f"{JOB_NAME_LABEL}={job}")
+    return list(answer.get("items") or [])
+
+
+def bound(pods: list[dict[str, Any]]) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
