@@ -73,8 +73,10 @@ cluster-down: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
 
-# Benchmark (not part of the tests): W1-W4 against the API ceiling, upstream kube-scheduler
-# + scheduler-plugins coscheduling (built once from Go modules) and ours; ~40 minutes.
+# Benchmark (not part of the tests): W1-W7 (and W1, W2 trickled) against the API ceiling,
+# upstream kube-scheduler + scheduler-plugins coscheduling (built once from Go modules),
+# kube-scheduler's native gang scheduling (if built) and ours, each with its own client
+# limits and with equal ones, 3 runs per cell; hours at scale 1 (BENCH_ARGS=--scale 0.1).
 # Results in bench-results/<timestamp>/; a full run refreshes bench/RESULTS.md.
 .PHONY: bench bench-smoke
 BENCH_STAMP := $(VENV)/.bench-installed
@@ -93,4 +95,5 @@ bench: $(BENCH_STAMP)
 bench-smoke: $(BENCH_STAMP)
 	$(PY) -m coscheduling.localcluster
 	$(PY) -m bench.upstream
-	$(PY) -m bench.run --scale 0.1 --settle 15 --no-profile $(BENCH_ARGS)
+	$(PY) -m bench.run --scale 0.1 --settle 15 --no-profile --repeat 1 \
+		--schedulers ceiling,upstream-eq,native-eq,ours-eq $(BENCH_ARGS)

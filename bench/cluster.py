@@ -24,9 +24,13 @@ from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 NAMESPACE = "bench"
 REPO = Path(__file__).resolve().parents[1]
 OUR_CRD = REPO / "crd" / "podgroups.batch.scheduler.tencent.com.yaml"
+OUR_QUEUE_CRD = REPO / "crd" / "queues.batch.scheduler.tencent.com.yaml"
 OUR_PG_API = "batch.scheduler.tencent.com/v1"
 UPSTREAM_PG_API = "scheduling.x-k8s.io/v1alpha1"
 UPSTREAM_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+NATIVE_PG_API = "scheduling.k8s.io/v1beta1"  # Kubernetes 1.37's own PodGroup
+# Every gang member carries this label whatever the scheduler: W5's selectors use it.
+BENCH_GANG_LABEL = "bench/gang"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 SETUP_WORKERS = 32
 
@@ -189,17 +193,46 @@ def pod_body(name: str, scheduler: str, labels: Mapping[str, str] | None = None,
     }
 
 
-def group_label(upstream: bool) -> str:
-    return UPSTREAM_GROUP_LABEL if upstream else GROUP_LABEL
+def join_gang(body: dict[str, Any], gang: str, api: str) -> None:
+    """Make a pod a member of `gang` the way the scheduler under test expects: ours and
+    upstream by a label, Kubernetes' own by `spec.schedulingGroup`."""
+    body["metadata"]["labels"][BENCH_GANG_LABEL] = gang
+    if api == "native":
+        body["spec"]["schedulingGroup"] = {"podGroupName": gang}
+    else:
+        body["metadata"]["labels"][UPSTREAM_GROUP_LABEL if api == "upstream"
+                                   else GROUP_LABEL] = gang
 
 
-def podgroup_body(name: str, size: int, upstream: bool) -> tuple[str, dict[str, Any]]:
-    """(collection path, body) of a PodGroup in the API of the scheduler under test.
+def podgroup_body(name: str, size: int, api: str,
+                  queue: str = "") -> tuple[str, dict[str, Any]]:
+    """(collection path, body) of a PodGroup in the API of the scheduler under test
+    (api: ours | upstream | native).
 
-    Only minMember is set: both schedulers then use their configured default timeout.
+    Only minMember (minCount) is set: each scheduler then uses its default timeout.
     """
-    api = UPSTREAM_PG_API if upstream else OUR_PG_API
-    body = {"apiVersion": api, "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"minMember": size}}
-    return f"/apis/{api}/namespaces/{NAMESPACE}/podgroups", body
+    if api == "native":
+        version = NATIVE_PG_API
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": size}}}
+    else:
+        version = UPSTREAM_PG_API if api == "upstream" else OUR_PG_API
+        spec = {"minMember": size}
+        if queue:
+            spec["queue"] = queue
+    body = {"apiVersion": version, "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+    return f"/apis/{version}/namespaces/{NAMESPACE}/podgroups", body
+
+
+def create_priority_classes(kube: KubeClient, classes: Mapping[str, int]) -> None:
+    for name, value in classes.items():
+        kube.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value})
+
+
+def create_queues(kube: KubeClient, weights: Iterable[tuple[str, int]]) -> None:
+    for name, weight in weights:
+        kube.create(f"/apis/{OUR_PG_API}/queues", {
+            "apiVersion": OUR_PG_API, "kind": "Queue", "metadata": {"name": name},
+            "spec": {"weight": weight}})

@@ -82,6 +82,21 @@ class FastClient:
             raise ApiError(response.status, str(answer.get("message", "")), answer)
         return answer if isinstance(answer, dict) else {}
 
+    def get_text(self, path: str) -> str:
+        """A GET whose answer is text (the API server's /metrics)."""
+        connection = self._connection()
+        try:
+            connection.request("GET", path, headers={**self.headers, "Accept": "text/plain"})
+            response = connection.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as err:
+            connection.close()
+            self._local.conn = None
+            raise ApiError(0, f"GET {path}: {err}") from err
+        if response.status >= 300:
+            raise ApiError(response.status, data[:200].decode(errors="replace"))
+        return data.decode()
+
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self.request("POST", path, body)
 

@@ -30,6 +30,8 @@ class BindRecorder:
         self.kube = kube
         self.path = f"/api/v1/namespaces/{namespace}/pods"
         self.bound: dict[str, tuple[float, str]] = {}  # pod name -> (time, node)
+        # Pods deleted after they were bound (preemption and reclaim victims) -> when.
+        self.deleted: dict[str, float] = {}
         self.changed = threading.Condition()
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -85,6 +87,10 @@ class BindRecorder:
                     self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
                     if kind in ("ADDED", "MODIFIED"):
                         self._observe(obj)
+                    elif kind == "DELETED":
+                        name = str((obj.get("metadata") or {}).get("name") or "")
+                        if name in self.bound:
+                            self.deleted.setdefault(name, time.monotonic())
             except ApiError as err:
                 if self._stop.is_set():
                     return
@@ -212,3 +218,38 @@ def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None
                 count - previous_count)
         previous_bound, previous_count = bound, count
     return bounds[-1]
+
+
+# -- the API server's own count of requests --------------------------------------------
+
+REQUEST_COUNTER = "apiserver_request_total"
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def api_writes(text: str) -> dict[str, float]:
+    """Write requests the API server counted, by "VERB resource[/subresource]" (summed over
+    codes, groups, versions and scopes): who wrote what is told apart by the resource."""
+    writes: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or match.group(1) != REQUEST_COUNTER:
+            continue
+        labels = dict(_LABEL.findall(match.group(2)))
+        verb = labels.get("verb", "")
+        if verb not in WRITE_VERBS:
+            continue
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += f"/{labels['subresource']}"
+        key = f"{verb} {resource}"
+        writes[key] = writes.get(key, 0.0) + float(match.group(3))
+    return writes
+
+
+def writes_delta(before: Mapping[str, float], after: Mapping[str, float],
+                 exclude: tuple[str, ...] = ()) -> dict[str, int]:
+    """Writes made between two readings, without the keys in `exclude` (the harness's own),
+    zero entries left out."""
+    delta = {key: round(count - before.get(key, 0.0)) for key, count in after.items()
+             if key not in exclude}
+    return {key: count for key, count in sorted(delta.items()) if count > 0}

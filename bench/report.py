@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-CONTENDERS = ("ceiling", "upstream", "ours")
+CONTENDERS = ("ceiling", "upstream", "upstream-eq", "native", "native-eq", "ours",
+              "ours-eq")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -60,6 +61,32 @@ def gang_outcomes(members: Mapping[str, Sequence[str]], created: Mapping[str, fl
     }
 
 
+def useless_evictions(evicted: int, free_before: int, free_after: int) -> int:
+    """Evicted pods whose room nobody took: the free slots the run ended with beyond those
+    it started the storm with, as far as evictions made them (every pod is one slot)."""
+    return max(0, min(evicted, free_after - free_before))
+
+
+def share_error(held: Mapping[str, float], deserved: Mapping[str, float],
+                slots: int) -> float:
+    """The fraction of the cluster's slots held by the wrong queue: half the sum of each
+    queue's distance from its deserved share (0 is exact, 1 is everything misplaced)."""
+    if slots <= 0:
+        return 0.0
+    names = set(held) | set(deserved)
+    return sum(abs(held.get(n, 0) - deserved.get(n, 0.0)) for n in names) / 2 / slots
+
+
+def summarize(values: Sequence[float | None]) -> dict[str, float] | None:
+    """Median, min and max of the runs that measured the figure (None if none did)."""
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    median = percentile(present, 0.5)
+    assert median is not None
+    return {"median": median, "min": present[0], "max": present[-1], "runs": len(present)}
+
+
 def timeline(created: Mapping[str, float], bound: Mapping[str, float]) -> list[float]:
     """Bind times in seconds since the first pod was created, ascending (for the chart)."""
     if not created:
@@ -70,91 +97,164 @@ def timeline(created: Mapping[str, float], bound: Mapping[str, float]) -> list[f
 
 # -- Markdown -------------------------------------------------------------------------
 
-ROWS: tuple[tuple[str, str, str, bool], ...] = (
-    # (label, key, format, whether a ratio means something)
-    ("pods bound", "bound", "{:.0f}", True),
-    ("throughput, whole run (pods/s)", "throughput_whole", "{:.1f}", True),
-    ("throughput, steady state (pods/s)", "throughput_steady", "{:.1f}", True),
-    ("gang latency p50 (s)", "gang_latency_p50", "{:.2f}", True),
-    ("gang latency p99 (s)", "gang_latency_p99", "{:.2f}", True),
-    ("scheduling cycle p50 (ms)", "cycle_p50_ms", "{:.2f}", True),
-    ("scheduling cycle p99 (ms)", "cycle_p99_ms", "{:.2f}", True),
-    ("scheduler peak RSS (MiB)", "peak_rss_mib", "{:.0f}", True),
-    ("scheduler CPU during the run (s)", "cpu_seconds", "{:.1f}", True),
-    ("gangs placed", "gangs_placed", "{:.0f}", True),
-    ("partial gangs (ceiling: no gang semantics)", "gangs_partial", "{:.0f}", False),
-    ("over-committed nodes", "overcommitted_nodes", "{:.0f}", False),
+ROWS: tuple[tuple[str, str, str], ...] = (
+    # (label, key, format)
+    ("pods bound (at the end)", "bound", "{:.0f}"),
+    ("throughput, whole run (pods/s)", "throughput_whole", "{:.1f}"),
+    ("throughput, steady state (pods/s)", "throughput_steady", "{:.1f}"),
+    ("gang latency p50 (s)", "gang_latency_p50", "{:.2f}"),
+    ("gang latency p99 (s)", "gang_latency_p99", "{:.2f}"),
+    ("W6: high-priority gang latency p50 (s)", "high_gang_latency_p50", "{:.2f}"),
+    ("W6: high-priority gang latency p99 (s)", "high_gang_latency_p99", "{:.2f}"),
+    ("scheduling cycle p50 (ms)", "cycle_p50_ms", "{:.2f}"),
+    ("scheduling cycle p99 (ms)", "cycle_p99_ms", "{:.2f}"),
+    ("unschedulable attempts", "unschedulable_attempts", "{:.0f}"),
+    ("API writes by the scheduler in the run", "api_writes_total", "{:.0f}"),
+    ("... of which binds", "writes_binds", "{:.0f}"),
+    ("... of which events", "writes_events", "{:.0f}"),
+    ("... of which other (status, deletes, ...)", "writes_other", "{:.0f}"),
+    ("pod creation time (s)", "creation_seconds", "{:.1f}"),
+    ("scheduler peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
+    ("scheduler CPU during the run (s)", "cpu_seconds", "{:.1f}"),
+    ("gangs placed (at the end)", "gangs_placed", "{:.0f}"),
+    ("partial gangs (ceiling: no gang semantics)", "gangs_partial", "{:.0f}"),
+    ("over-committed nodes", "overcommitted_nodes", "{:.0f}"),
     ("gangs breaking their own constraints (W5; ceiling: ignores them)",
-     "constraint_violations", "{:.0f}", False),
-    ("API server + etcd CPU during the run (s)", "control_plane_cpu_seconds", "{:.1f}", True),
-    ("CPU of other processes on the machine (s)", "other_cpu_seconds", "{:.1f}", False),
+     "constraint_violations", "{:.0f}"),
+    ("W6: high-priority gangs placed", "high_gangs_placed", "{:.0f}"),
+    ("W6: broken low-priority gangs", "broken_gangs", "{:.0f}"),
+    ("pods evicted", "evicted_pods", "{:.0f}"),
+    ("W6: useless evictions", "useless_evictions", "{:.0f}"),
+    ("W7: share error (fraction of slots held by the wrong queue)", "share_error", "{:.3f}"),
+    ("API server + etcd CPU during the run (s)", "control_plane_cpu_seconds", "{:.1f}"),
+    ("CPU of other processes on the machine (s)", "other_cpu_seconds", "{:.1f}"),
 )
+# Ratios shown under each table: (numerator, denominator), each on equal terms or not.
+PAIRS = (("ours-eq", "upstream-eq"), ("ours-eq", "native-eq"), ("ours-eq", "ceiling"),
+         ("ours", "upstream"), ("ours", "native"))
+RATIO_KEYS = ("throughput_whole", "throughput_steady", "gang_latency_p99",
+              "high_gang_latency_p99", "peak_rss_mib", "cpu_seconds", "api_writes_total")
 
 
-def _cell(value: Any, fmt: str) -> str:
-    if value is None:
+def derived(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's figures plus the API writes split into binds, events and the rest, and
+    W7's slots per queue."""
+    figures = dict(run)
+    writes: Mapping[str, int] = run.get("api_writes") or {}
+    if "api_writes" in run:
+        binds = writes.get("POST pods/binding", 0)
+        events = sum(v for k, v in writes.items() if k.split(" ")[1] == "events")
+        figures.update(writes_binds=binds, writes_events=events,
+                       writes_other=sum(writes.values()) - binds - events)
+    for queue, held in (run.get("queue_slots") or {}).items():
+        figures[f"slots:{queue}"] = held
+    for queue, share in (run.get("queue_deserved") or {}).items():
+        figures[f"deserved:{queue}"] = share
+    return figures
+
+
+def aggregate(runs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """workload -> contender -> figure -> summarize() over the repeated runs."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        grouped[(run["workload"], run["scheduler"])].append(derived(run))
+    table: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for (workload, contender), group in grouped.items():
+        keys = {k for figures in group for k, v in figures.items()
+                if isinstance(v, int | float) and not isinstance(v, bool)}
+        table[workload][contender] = {
+            k: summarize([f.get(k) for f in group]) for k in sorted(keys)}
+    return table
+
+
+def _cell(summary: Mapping[str, float] | None, fmt: str) -> str:
+    """"median (min-max)", or the one value when the runs agree or there is one run."""
+    if summary is None:
         return "n/a"
-    return fmt.format(value)
+    text = fmt.format(summary["median"])
+    low, high = fmt.format(summary["min"]), fmt.format(summary["max"])
+    return text if low == high else f"{text} ({low}-{high})"
 
 
-def _ratio(ours: Any, other: Any) -> str:
-    if ours is None or other is None or other == 0:
+def _ratio(ours: Mapping[str, float] | None, other: Mapping[str, float] | None) -> str:
+    if not ours or not other or not other["median"]:
         return "n/a"
-    return f"{ours / other:.2f}x"
+    return f"{ours['median'] / other['median']:.2f}x"
+
+
+def rank(contender: str) -> tuple[int, str]:
+    """Where a contender's column goes: CONTENDERS' order, unknown ones last."""
+    return (CONTENDERS.index(contender) if contender in CONTENDERS else len(CONTENDERS),
+            contender)
+
+
+def ordered(contenders: Iterable[str]) -> list[str]:
+    return sorted(contenders, key=rank)
+
+
+def workload_table(name: str, cells: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One workload's table (median and range per contender) and its ratios."""
+    columns = ordered(cells)
+    lines = ["| metric | " + " | ".join(columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    rows = list(ROWS)
+    queues = sorted({k.split(":", 1)[1] for c in cells.values() for k in c
+                     if k.startswith("slots:")})
+    for queue in queues:
+        share = next((c[f"deserved:{queue}"] for c in cells.values()
+                      if c.get(f"deserved:{queue}")), None)
+        deserved = f" (deserved {share['median']:.0f})" if share else ""
+        rows.append((f"W7: slots held by {queue}{deserved}", f"slots:{queue}", "{:.0f}"))
+    for label, key, fmt in rows:
+        values = [cells[c].get(key) for c in columns]
+        if all(v is None for v in values):
+            continue
+        lines.append(f"| {label} | " + " | ".join(_cell(v, fmt) for v in values) + " |")
+    pairs = [(a, b) for a, b in PAIRS if a in cells and b in cells]
+    if pairs:
+        lines += ["", "| ratio (medians) | " + " | ".join(f"{a} / {b}" for a, b in pairs)
+                  + " |", "|---|" + "---:|" * len(pairs)]
+        for label, key, _ in ROWS:
+            if key not in RATIO_KEYS:
+                continue
+            ratios = [_ratio(cells[a].get(key), cells[b].get(key)) for a, b in pairs]
+            if any(r != "n/a" for r in ratios):
+                lines.append(f"| {label} | " + " | ".join(ratios) + " |")
+    return lines
 
 
 def markdown(runs: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
-    by_workload: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
-    titles: dict[str, str] = {}
+    runs = list(runs)
+    table = aggregate(runs)
+    titles = {run["workload"]: run["workload_description"] for run in runs}
+    notes: dict[str, list[str]] = defaultdict(list)
     for run in runs:
-        by_workload[run["workload"]][run["scheduler"]] = run
-        titles[run["workload"]] = run["workload_description"]
+        for note in run.get("notes", []):
+            text = f"{run['scheduler']}: {note}"
+            if text not in notes[run["workload"]]:
+                notes[run["workload"]].append(text)
+    repeats = max((c["bound"]["runs"] for w in table.values() for c in w.values()
+                   if c.get("bound")), default=1)
     lines = [
         "# Benchmark results",
         "",
-        f"Date: {meta['date']}. Machine: {meta['machine']}. Scale: {meta['scale']}.",
+        f"Date: {meta['date']}. Machine: {meta['machine']}. Scale: {meta['scale']}. "
+        f"Runs per cell: {repeats} (cells show the median and, where the runs differ, "
+        "the min-max range).",
         "",
         "Contenders, one after another on a fresh local control plane (etcd + kube-apiserver "
         f"v{meta['kubernetes']}, nodes are API objects, no kubelets):",
         "",
         *(f"- **{key}**: {text}" for key, text in meta["contenders"].items()),
         "",
-        "Ratios are ours / other (for throughput and gangs placed higher is better, for the "
-        "rest lower is better). Throughput: first pod created -> last pod bound; steady state "
-        "is the middle 80% of binds. Gang latency: last member created -> last member bound. "
-        "Scheduling cycle (bucket-interpolated from the schedulers' own histograms): ours, "
-        "`scheduler_scheduling_attempt_duration_seconds{result=\"scheduled\"}` (observed "
-        "when its scheduling cycle ends); upstream, `scheduler_scheduling_algorithm_duration_"
-        "seconds` (PreFilter, Filter, Score), because upstream observes its attempt histogram "
-        "only after binding, Permit wait included (that figure is in results.json as "
-        "attempt_p50_ms/attempt_p99_ms). CPU and peak RSS: the scheduler process (/proc); "
-        "CPU counts from the first pod created to the end of the run.",
-        "",
-        "One run per cell on a shared machine: \"CPU of other processes\" is the machine's "
-        "busy CPU during the run minus the scheduler, the control plane and the benchmark "
-        "itself (other work, such as test suites, running at the same time); where it is "
-        "large the cell is noisy. Pod creation runs concurrently with scheduling, so all "
-        "three contend with the creator for the same API server and the same 2 cores.",
+        *meta.get("terms", []),
         "",
     ]
-    for workload in sorted(by_workload):
-        runs_here = by_workload[workload]
-        lines += [f"## {workload}: {titles[workload]}", "",
-                  "| metric | ceiling | upstream | ours | ours/upstream | ours/ceiling |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        for label, key, fmt, ratios in ROWS:
-            values = [runs_here.get(c, {}).get(key) for c in CONTENDERS]
-            if all(v is None for v in values):
-                continue
-            ceiling, upstream_value, ours = values
-            against = ((_ratio(ours, upstream_value), _ratio(ours, ceiling)) if ratios
-                       else ("", ""))
-            lines.append(f"| {label} | " + " | ".join(_cell(v, fmt) for v in values)
-                         + f" | {against[0]} | {against[1]} |")
-        notes = [f"{c}: {note}" for c in CONTENDERS for note in runs_here.get(c, {})
-                 .get("notes", [])]
-        if notes:
-            lines += ["", *(f"- {note}" for note in notes)]
+    for workload in sorted(table):
+        lines += [f"## {workload}: {titles[workload]}", ""]
+        lines += workload_table(workload, table[workload])
+        if notes[workload]:
+            lines += ["", *(f"- {note}" for note in notes[workload])]
         lines.append("")
     return "\n".join(lines)
 
@@ -168,16 +268,19 @@ def chart(runs: Iterable[Mapping[str, Any]], path: Path) -> None:
 
     by_workload: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for run in runs:
-        by_workload[run["workload"]].append(run)
+        if not run.get("repeat"):  # the first of the repeated runs
+            by_workload[run["workload"]].append(run)
     names = sorted(by_workload)
     columns = 2 if len(names) > 1 else 1
     rows = math.ceil(len(names) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.2 * rows),
                                 squeeze=False)
-    colors = {"ceiling": "tab:gray", "upstream": "tab:blue", "ours": "tab:orange"}
+    colors = {"ceiling": "tab:gray", "upstream": "tab:blue", "upstream-eq": "tab:cyan",
+              "native": "tab:green", "native-eq": "tab:olive", "ours": "tab:orange",
+              "ours-eq": "tab:red"}
     for index, workload in enumerate(names):
         axis = axes[index // columns][index % columns]
-        for run in sorted(by_workload[workload], key=lambda r: CONTENDERS.index(r["scheduler"])):
+        for run in sorted(by_workload[workload], key=lambda r: rank(r["scheduler"])):
             times = run["timeline"]
             axis.step([0.0, *times], list(range(len(times) + 1)), where="post",
                       label=run["scheduler"], color=colors.get(run["scheduler"]))

@@ -28,17 +28,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import report, upstream
+from bench import native, report, upstream
 from bench.cluster import (
+    BENCH_GANG_LABEL,
     NAMESPACE,
     OUR_CRD,
+    OUR_QUEUE_CRD,
     ZONES,
     admin_client,
     apply_crds,
     constrain,
     create_namespace,
     create_nodes,
-    group_label,
+    create_priority_classes,
+    create_queues,
+    join_gang,
     pod_body,
     podgroup_body,
     zone_of,
@@ -48,25 +52,49 @@ from bench.observe import (
     ALGORITHM_HISTOGRAM,
     BindRecorder,
     ProcessMonitor,
+    api_writes,
     attempt_buckets,
     fetch_metrics,
     histogram_quantile,
     sample_process,
     subtract,
+    writes_delta,
 )
 from bench.schedulers import Contender, Process, Profiler, contenders
-from bench.workloads import Workload, build_workloads
+from bench.workloads import (
+    PRIORITY_CLASSES,
+    QUEUE_WEIGHTS,
+    TRICKLE_RATE,
+    TRICKLE_WINDOW,
+    Workload,
+    build_workloads,
+    deserved_slots,
+)
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.localcluster import LocalCluster, ensure_binaries
-from coscheduling.localcluster.build import KUBERNETES_VERSION
+from coscheduling.localcluster import Binaries, LocalCluster, ensure_binaries
+from coscheduling.localcluster.build import KUBERNETES_VERSION, binary_dirs
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_COPY = REPO / "bench" / "RESULTS.md"
 PROBE = "probe"
+HARNESS_WRITES = ("POST pods",)  # the creator's; no scheduler creates a pod
 CREATORS = 32
 READY_TIMEOUT = 180.0
+
+
+def control_plane_binaries() -> Binaries:
+    """The cached control plane. Built (once, under the build's own lock) only when a
+    server program is missing: kube-scheduler is needed by the native contender alone."""
+    kube_dir, etcd_dir = binary_dirs()
+    binaries = Binaries(etcd=etcd_dir / "etcd", kube_apiserver=kube_dir / "kube-apiserver",
+                        kube_controller_manager=kube_dir / "kube-controller-manager",
+                        kube_scheduler=kube_dir / "kube-scheduler")
+    if all(path.is_file() for path in (binaries.etcd, binaries.kube_apiserver,
+                                       binaries.kube_controller_manager)):
+        return binaries
+    return ensure_binaries()
 
 
 def log(message: str) -> None:
@@ -101,8 +129,13 @@ def own_cpu() -> float:
 
 # -- the workload ---------------------------------------------------------------------
 
+def gang_index(gang: str) -> int:
+    return int(gang.split("-")[1])
+
+
 def plan(workload: Workload) -> tuple[list[str], dict[str, list[str]], dict[str, str]]:
-    """(pod names in creation order, gang -> members, pod -> gang)."""
+    """(pod names in creation order, gang -> members, pod -> gang). Trickled: the members
+    of each window of TRICKLE_WINDOW gangs interleaved, member by member."""
     order: list[str] = []
     members: dict[str, list[str]] = {}
     gang_of: dict[str, str] = {}
@@ -111,9 +144,25 @@ def plan(workload: Workload) -> tuple[list[str], dict[str, list[str]], dict[str,
         members[gang] = [f"{gang}-{m:02d}" for m in range(size)]
         for pod in members[gang]:
             gang_of[pod] = gang
-        order += members[gang]
+        if not workload.trickle:
+            order += members[gang]
+    if workload.trickle:
+        gangs = list(members.values())
+        for start in range(0, len(gangs), TRICKLE_WINDOW):
+            window = gangs[start:start + TRICKLE_WINDOW]
+            for position in range(max(map(len, window))):
+                order += [pods[position] for pods in window if position < len(pods)]
     order += [f"p-{index:05d}" for index in range(workload.plain_pods)]
     return order, members, gang_of
+
+
+def waves(workload: Workload, order: list[str], gang_of: dict[str, str]) -> list[list[str]]:
+    """The pods in creation waves: W6's high-priority gangs come once the rest is bound."""
+    late = [n for n in order if n in gang_of and workload.second_wave(gang_index(gang_of[n]))]
+    if not late:
+        return [order]
+    early = set(late)
+    return [[n for n in order if n not in early], late]
 
 
 def with_retries(action: Callable[[], Any], what: str, attempts: int = 6) -> None:
@@ -131,9 +180,11 @@ def with_retries(action: Callable[[], Any], what: str, attempts: int = 6) -> Non
     raise AssertionError(f"unreachable: {what}")
 
 
-def create_podgroups(kube: KubeClient, members: dict[str, list[str]], upstream_api: bool) -> None:
+def create_podgroups(kube: KubeClient, workload: Workload, members: dict[str, list[str]],
+                     contender: Contender) -> None:
     def make(gang: str) -> None:
-        path, body = podgroup_body(gang, len(members[gang]), upstream_api)
+        queue = workload.queue(gang_index(gang)) if contender.queues else ""
+        path, body = podgroup_body(gang, len(members[gang]), api_of(contender), queue)
         with_retries(lambda: kube.create(path, body), f"PodGroup {gang}")
 
     with ThreadPoolExecutor(CREATORS) as pool:
@@ -141,25 +192,68 @@ def create_podgroups(kube: KubeClient, members: dict[str, list[str]], upstream_a
             future.result()
 
 
-def create_pods(kube: FastClient, workload: Workload, order: list[str],
+def api_of(contender: Contender) -> str:
+    return "native" if contender.native_api else "upstream" if contender.upstream_api else "ours"
+
+
+def create_pods(kube: FastClient, workload: Workload, pods: list[str],
                 gang_of: dict[str, str], contender: Contender,
                 created: dict[str, float]) -> None:
-    """Create every pod as fast as the API server allows; stamp each when its create returns."""
-    label = group_label(contender.upstream_api)
+    """Create the pods as fast as the API server allows (trickled: at TRICKLE_RATE pods/s);
+    stamp each when its create returns."""
+    api = api_of(contender)
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
 
     def make(name: str) -> None:
         gang = gang_of.get(name)
-        labels = {label: gang} if gang and contender.gangs else {}
-        body = pod_body(name, contender.scheduler_name, labels)
-        if gang:  # W5: the members' constraints on each other (the ceiling ignores them)
-            constrain(body, label, gang, workload.constraint(int(gang.split("-")[1])))
+        body = pod_body(name, contender.scheduler_name)
+        if gang:
+            index = gang_index(gang)
+            if contender.gangs:
+                join_gang(body, gang, api)
+            # W5: the members' constraints on each other (the ceiling ignores them)
+            constrain(body, BENCH_GANG_LABEL, gang, workload.constraint(index))
+            if workload.priority(index):
+                body["spec"]["priorityClassName"] = workload.priority(index)
         with_retries(lambda: kube.post(path, body), f"pod {name}")
         created[name] = time.monotonic()
 
+    started = time.monotonic()
     with ThreadPoolExecutor(CREATORS) as pool:
-        for future in [pool.submit(make, name) for name in order]:
+        futures = []
+        for position, name in enumerate(pods):
+            if workload.trickle:
+                delay = started + position / TRICKLE_RATE - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            futures.append(pool.submit(make, name))
+        for future in futures:
             future.result()
+
+
+def create_waves(kube: FastClient, workload: Workload, order: list[str],
+                 gang_of: dict[str, str], contender: Contender, created: dict[str, float],
+                 recorder: BindRecorder, result: dict[str, Any]) -> None:
+    """Each wave once the pods of the one before are bound (or nothing was bound for the
+    workload's quiet spell); W6 records the free slots when its storm begins."""
+    batches = waves(workload, order, gang_of)
+    for number, batch in enumerate(batches):
+        if number:
+            previous = batches[number - 1]
+            last_count, last_change = -1, time.monotonic()
+            while True:
+                count = sum(1 for name in previous if name in recorder.bound)
+                if count != last_count:
+                    last_count, last_change = count, time.monotonic()
+                if count >= len(previous) or \
+                        time.monotonic() - last_change > (workload.settle or 20.0):
+                    break
+                recorder.wait(0.5)
+            bound_now = sum(1 for name in created if name in recorder.bound
+                            and name not in recorder.deleted)
+            result["free_slots_before_storm"] = workload.slots - bound_now
+            result["storm_started"] = time.monotonic()
+        create_pods(kube, workload, batch, gang_of, contender, created)
 
 
 def final_checks(kube: KubeClient) -> tuple[dict[str, str], list[str]]:
@@ -208,15 +302,15 @@ def constraint_violations(workload: Workload, members: dict[str, list[str]],
 
 
 def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: float,
-            cap: float, profile_to: Path | None = None) -> dict[str, Any]:
+            cap: float, profile_to: Path | None = None, repeat: int = 0) -> dict[str, Any]:
     """One contender on one workload, on a fresh control plane; every process stopped."""
-    rundir = outdir / f"{workload.name}-{contender.key}"
+    rundir = outdir / f"{workload.name}-{contender.key}-{repeat}"
     rundir.mkdir(parents=True, exist_ok=True)
     order, members, gang_of = plan(workload)
     result: dict[str, Any] = {"workload": workload.name, "scheduler": contender.key,
-                              "workload_description": workload.describe(),
+                              "repeat": repeat, "workload_description": workload.describe(),
                               "pods": len(order), "notes": []}
-    cluster = LocalCluster(rundir / "cluster", binaries=ensure_binaries(),
+    cluster = LocalCluster(rundir / "cluster", binaries=control_plane_binaries(),
                            log=lambda m: None)
     process: Process | None = None
     profiler: Profiler | None = None
@@ -227,14 +321,21 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
     cluster.start()
     try:
         kube = admin_client(cluster.kubeconfig)
-        if contender.gangs:
-            apply_crds(kube, upstream.crd_manifest() if contender.upstream_api else OUR_CRD)
+        if contender.upstream_api:
+            apply_crds(kube, upstream.crd_manifest())
+        elif contender.base == "ours":
+            apply_crds(kube, OUR_CRD)
+            apply_crds(kube, OUR_QUEUE_CRD)
         create_namespace(kube)
+        if workload.priorities:
+            create_priority_classes(kube, PRIORITY_CLASSES)
+        if workload.queues and contender.queues:
+            create_queues(kube, QUEUE_WEIGHTS)
         started = time.monotonic()
         fast = FastClient(cluster.kubeconfig)
         create_nodes(fast, workload.nodes)
         if contender.gangs and members:
-            create_podgroups(kube, members, contender.upstream_api)
+            create_podgroups(kube, workload, members, contender)
         groups = len(members) if contender.gangs else 0
         log(f"{workload.name} / {contender.key}: {workload.nodes} nodes and {groups} "
             f"PodGroups in {time.monotonic() - started:.1f}s; starting the scheduler")
@@ -257,10 +358,13 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
                                    f"{READY_TIMEOUT:.0f}s; see {process.log_path}")
             recorder.wait(0.2)
         result["ready_seconds"] = round(time.monotonic() - probe_started, 2)
+        # The probe leaves: its 10m of CPU would cost a full node one slot (W6, W7).
+        kube.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{PROBE}", gracePeriodSeconds=0)
         if profile_to is not None:
             profiler = Profiler(process.pid, profile_to, rundir / "py-spy.log")
             time.sleep(1.0)  # let py-spy attach before the first pod
         metrics_before = fetch_metrics(contender.metrics_url) if contender.metrics_url else None
+        writes_before = api_writes(fast.get_text("/metrics"))
         cluster_pids = list(cluster.pids.values())
         before = (sample_process(process.pid), cpu_of(cluster_pids), busy_jiffies(), own_cpu())
         load_before = os.getloadavg()[0]
@@ -269,13 +373,17 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         log(f"{workload.name} / {contender.key}: ready in {result['ready_seconds']}s; "
             f"creating {len(order)} pods")
         with ThreadPoolExecutor(1) as creator:
-            creating = creator.submit(create_pods, fast, workload, order, gang_of, contender,
-                                      created)
+            creating = creator.submit(create_waves, fast, workload, order, gang_of,
+                                      contender, created, recorder, result)
             outcome = wait_for_binds(workload, contender, recorder, process, creating,
-                                     len(order), settle, cap)
+                                     len(order), workload.settle or settle, cap)
             creating.result()
         result["outcome"] = outcome
         metrics_after = fetch_metrics(contender.metrics_url) if contender.metrics_url else None
+        # The scheduler's writes: everything but the harness's pod creations.
+        result["api_writes"] = writes_delta(writes_before, api_writes(fast.get_text("/metrics")),
+                                            exclude=HARNESS_WRITES)
+        result["api_writes_total"] = sum(result["api_writes"].values())
         after = (sample_process(process.pid), cpu_of(cluster_pids), busy_jiffies(), own_cpu())
         monitor.stop()
         if profiler is not None:
@@ -290,6 +398,12 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         if missed:
             result["notes"].append(f"{len(missed)} binds were not seen by the watch")
         fill(result, created, bound, members, placement, over)
+        deleted = {name: recorder.deleted[name] for name in order if name in recorder.deleted}
+        result["evicted_pods"] = len(deleted)
+        if workload.priorities:
+            storm(result, workload, members, created, bound, placement, deleted)
+        if workload.queues:
+            shares(result, workload, members, placement)
         if workload.constraints:
             broken = constraint_violations(workload, members, placement)
             result["constraint_violations"] = len(broken)
@@ -307,7 +421,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             busy - (scheduler_cpu or 0) - (after[1] - before[1]) - (after[3] - before[3]), 1)
         result["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         cycles(result, contender, metrics_before, metrics_after)
-        result["notes"] += contender.notes
+        result["notes"] += contender.notes + limitations(workload, contender)
         if recorder.errors:
             result["notes"].append(f"watch errors: {recorder.errors[:3]}")
         log(summary(result))
@@ -334,14 +448,16 @@ def wait_for_binds(workload: Workload, contender: Contender, recorder: BindRecor
     started = time.monotonic()
     last_count, last_change = -1, started
     quiet = settle if workload.contention else max(settle, 120.0)
+    seen_deleted = 0
     if workload.contention and contender.key == "ceiling":
         quiet = 5.0  # nothing times out in the ceiling: once full, it stays full
     while True:
         count = recorder.count() - (1 if PROBE in recorder.bound else 0)
         now = time.monotonic()
-        if count != last_count:
+        if count != last_count or len(recorder.deleted) != seen_deleted:
             last_count, last_change = count, now
-        if count >= total:
+            seen_deleted = len(recorder.deleted)
+        if count >= total and not workload.priorities:
             return "all bound"
         if not process.alive():
             return f"scheduler exited ({process.popen.returncode})"
@@ -377,6 +493,48 @@ def fill(result: dict[str, Any], created: dict[str, float], bound: dict[str, flo
         result["gang_latency_p99"] = timed["latency_p99"]
 
 
+def storm(result: dict[str, Any], workload: Workload, members: dict[str, list[str]],
+          created: dict[str, float], bound: dict[str, float], placement: dict[str, str],
+          deleted: dict[str, float]) -> None:
+    """W6: the high-priority gangs' outcome and what their preemptions cost the others."""
+    result.pop("storm_started", None)
+    high = {g: p for g, p in members.items() if workload.second_wave(gang_index(g))}
+    low = {g: p for g, p in members.items() if g not in high}
+    final = {name: 0.0 for name in placement}
+    arrivals = report.gang_outcomes(high, created, bound)
+    result["high_gangs"] = len(high)
+    result["high_gangs_placed"] = report.gang_outcomes(high, created, final)["placed"]
+    result["high_gang_latency_p50"] = arrivals["latency_p50"]
+    result["high_gang_latency_p99"] = arrivals["latency_p99"]
+    result["broken_gangs"] = report.gang_outcomes(low, created, final)["partial"]
+    free_end = workload.slots - len(placement)
+    result["useless_evictions"] = report.useless_evictions(
+        len(deleted), result.get("free_slots_before_storm", 0), free_end)
+
+
+def shares(result: dict[str, Any], workload: Workload, members: dict[str, list[str]],
+           placement: dict[str, str]) -> None:
+    """W7: the slots each queue holds at the end against its weighted share."""
+    held = {name: 0 for name in dict.fromkeys(workload.queues)}
+    for gang, pods in members.items():
+        held[workload.queue(gang_index(gang))] += sum(1 for p in pods if p in placement)
+    deserved = deserved_slots(workload)
+    result["queue_slots"] = held
+    result["queue_deserved"] = {name: round(value, 1) for name, value in deserved.items()}
+    result["share_error"] = report.share_error(held, deserved, workload.slots)
+
+
+def limitations(workload: Workload, contender: Contender) -> list[str]:
+    """What a contender cannot do in this workload, said beside its figures."""
+    notes = []
+    if workload.priorities and contender.base == "ceiling":
+        notes.append("cannot preempt: the high-priority gangs stay pending")
+    if workload.queues and not contender.queues:
+        notes.append("has no queues here: gangs go first come, first served (the Queue "
+                     "objects exist only for ours)")
+    return notes
+
+
 def _quantiles_ms(buckets: dict[float, float]) -> tuple[float | None, float | None]:
     p50, p99 = histogram_quantile(0.50, buckets), histogram_quantile(0.99, buckets)
     return (None if p50 is None else p50 * 1000, None if p99 is None else p99 * 1000)
@@ -401,7 +559,7 @@ def cycles(result: dict[str, Any], contender: Contender, before: str | None,
                       attempt_buckets(before, "unschedulable"))
     result["unschedulable_attempts"] = max(failed.values()) if failed else 0
     result["attempt_p50_ms"], result["attempt_p99_ms"] = _quantiles_ms(attempts)
-    if contender.key == "upstream":
+    if contender.base in ("upstream", "native"):
         algorithm = subtract(attempt_buckets(after, None, ALGORITHM_HISTOGRAM),
                              attempt_buckets(before, None, ALGORITHM_HISTOGRAM))
         result["cycle_p50_ms"], result["cycle_p99_ms"] = _quantiles_ms(algorithm)
@@ -457,8 +615,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply every node, gang and pod count (0.1 for a smoke run)")
-    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5")
-    parser.add_argument("--schedulers", default="ceiling,upstream,ours")
+    parser.add_argument("--workloads", default="W1,W2,W1t,W2t,W3,W4,W5,W6,W7")
+    parser.add_argument("--schedulers",
+                        default="ceiling,upstream,upstream-eq,native,native-eq,ours,ours-eq",
+                        help="native contenders are left out when kube-scheduler of the "
+                             "control plane's release is not built")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per cell")
     parser.add_argument("--out", type=Path, default=REPO / "bench-results")
     parser.add_argument("--settle", type=float,
                         default=upstream.PERMIT_WAITING_TIME_SECONDS + 10.0,
@@ -470,17 +632,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="skip the extra W1 run of ours under py-spy")
     parser.add_argument("--publish", action=argparse.BooleanOptionalAction, default=None,
                         help="copy the table to bench/RESULTS.md (default: at scale 1)")
-    parser.add_argument("--render", type=Path, metavar="DIR",
-                        help="only rewrite DIR's results.md and chart from its results.json")
+    parser.add_argument("--render", type=Path, metavar="DIR", nargs="+",
+                        help="only rewrite DIR's results.md and chart from its results.json; "
+                             "with several DIRs, their runs merged into a new directory")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.render is not None:
-        saved = json.loads((args.render / "results.json").read_text())
+    if args.render:
+        saved = merged([json.loads((d / "results.json").read_text()) for d in args.render])
+        target = args.render[0].absolute()
+        if len(args.render) > 1:
+            target = (args.out / f"merged-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}")
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "results.json").write_text(json.dumps(saved, indent=1) + "\n")
         publish = args.publish if args.publish is not None else saved["meta"]["scale"] == 1
-        return finish(saved, args.render.absolute(), publish)
+        return finish(saved, target.absolute(), publish)
     workloads = build_workloads(args.scale)
     chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in chosen if w not in workloads]
@@ -490,38 +658,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"bench: unknown workloads or schedulers: {unknown}", file=sys.stderr)
         return 2
-    ensure_binaries()
-    if "upstream" in picked:
+    control_plane_binaries()
+    if any(everyone[key].base == "upstream" for key in picked):
         upstream.ensure_binary()
         upstream.crd_manifest()
+    for key in [k for k in picked if everyone[k].base == "native"]:
+        why = native.available()
+        if why:
+            log(f"leaving out {key}: {why}")
+            picked.remove(key)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     outdir = (args.out / stamp).absolute()
     outdir.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine_info": machine(),
-        "scale": args.scale,
-        "kubernetes": KUBERNETES_VERSION,
-        "scheduler_plugins": upstream.PLUGINS_VERSION,
-        "settle_seconds": args.settle,
-        "contenders": {
-            "ceiling": "a Python client (own process, 48 threads) that watches pending pods and "
-                       "POSTs a Binding to the next node round-robin that still has room; no "
-                       "gang semantics",
-            "upstream": f"kube-scheduler v{KUBERNETES_VERSION} + scheduler-plugins "
-                        f"v{upstream.PLUGINS_VERSION} Coscheduling (multiPoint + only "
-                        f"QueueSort, as its docs show), permitWaitingTimeSeconds "
-                        f"{upstream.PERMIT_WAITING_TIME_SECONDS}, clientConnection qps "
-                        f"{upstream.CLIENT_QPS}/burst {upstream.CLIENT_BURST}, leader "
-                        "election off, other plugins as the default profile",
-            "ours": "`coscheduling run --kubeconfig K`: the default configuration (client "
-                    "qps 200/burst 400, gang timeout 60 s, bindingParallelism 16)",
-        },
-    }
-    info = meta["machine_info"]
-    meta["machine"] = (f"{info['nproc']} CPUs ({info['cpu_model']}), "
-                       f"{info['memory_gib']} GiB RAM, Linux {info['kernel']}, "
-                       f"Python {info['python']}")
+    meta = metadata(args, [everyone[key] for key in picked])
     log(f"results in {outdir}")
     runs: list[dict[str, Any]] = []
     document: dict[str, Any] = {"meta": meta, "runs": runs}
@@ -529,22 +678,113 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         (outdir / "results.json").write_text(json.dumps(document, indent=1) + "\n")
 
+    # Repeats go round the contenders, so a change of load on the machine falls on all.
     for name in chosen:
-        for key in picked:
-            try:
-                runs.append(run_one(workloads[name], everyone[key], outdir,
-                                    settle=args.settle, cap=args.cap))
-            except Exception as err:  # record it, go on with the others, fail at the end
-                traceback.print_exc()
-                runs.append({"workload": name, "scheduler": key, "error": repr(err),
-                             "workload_description": workloads[name].describe(),
-                             "pods": workloads[name].pods, "timeline": [], "notes": []})
-            save()
-    if args.profile and "ours" in picked and "W1" in chosen:
-        document["profile"] = profile_run(workloads["W1"], everyone["ours"], outdir, args)
+        for repeat in range(args.repeat):
+            for key in picked:
+                contender = contenders()[key]  # fresh: a run may note things on it
+                try:
+                    runs.append(run_one(workloads[name], contender, outdir,
+                                        settle=args.settle, cap=args.cap, repeat=repeat))
+                except Exception as err:  # record it, go on with the others, fail at the end
+                    traceback.print_exc()
+                    runs.append({"workload": name, "scheduler": key, "repeat": repeat,
+                                 "error": repr(err),
+                                 "workload_description": workloads[name].describe(),
+                                 "pods": workloads[name].pods, "timeline": [], "notes": []})
+                save()
+    profiled = next((key for key in ("ours-eq", "ours") if key in picked), None)
+    if args.profile and profiled and "W1" in chosen:
+        document["profile"] = profile_run(workloads["W1"], contenders()[profiled], outdir,
+                                          args)
         save()
     publish = args.publish if args.publish is not None else args.scale == 1.0
     return finish(document, outdir, publish)
+
+
+def describe(contender: Contender) -> str:
+    """One line on how a contender runs (the table's legend)."""
+    limits = ("client QPS/burst: its own defaults" if contender.qps is None
+              else f"client QPS {contender.qps:g}/burst {contender.burst} (equal limits)")
+    if contender.base == "ceiling":
+        return ("a Python client (own process, 48 threads, unthrottled) that watches pending "
+                "pods and POSTs a Binding to the next node round-robin that still has room; "
+                "no gang semantics, no preemption, no queues")
+    if contender.base == "upstream":
+        return (f"kube-scheduler v{KUBERNETES_VERSION} libraries + scheduler-plugins "
+                f"v{upstream.PLUGINS_VERSION} Coscheduling (multiPoint, only QueueSort, "
+                f"PreFilter on), permitWaitingTimeSeconds "
+                f"{upstream.PERMIT_WAITING_TIME_SECONDS}, podGroupBackoffSeconds "
+                f"{upstream.POD_GROUP_BACKOFF_SECONDS}, the default profile's other plugins "
+                f"and weights; {limits} (its own: 50/100)")
+    if contender.base == "native":
+        return (f"kube-scheduler v{KUBERNETES_VERSION}, default profile, GenericWorkload "
+                "gate on (GangScheduling plugin); gangs as scheduling.k8s.io/v1beta1 "
+                f"PodGroups (minCount), pods name them in spec.schedulingGroup; {limits} "
+                "(its own: 50/100)")
+    return ("`coscheduling run`: the default configuration and profile (kube-scheduler's "
+            "default plugins and weights, plus Proportion and DRF), gang timeout 60 s, "
+            f"bindingParallelism 16; {limits} (its own: 200/400; events through a separate "
+            "client at 50/100)")
+
+
+TERMS = (
+    "Equal terms: every gang scheduler runs kube-scheduler's default plugin set and "
+    "weights (TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1, BalancedAllocation 1, "
+    "ImageLocality 1, InterPodAffinity 2, PodTopologySpread 2; every default filter; "
+    "DefaultPreemption). Client limits: the `-eq` columns give every contender QPS 5000/"
+    "burst 10000; the plain columns keep each one's defaults. Event policy: each "
+    "scheduler's own (not configurable alike): kube-scheduler writes an events.k8s.io "
+    "Event per bound pod through a client with the contender's limits; ours coalesces and "
+    "writes through a separate client at QPS 50/burst 100, so many of its events land "
+    "after the run. The API writes rows count what the API server itself counted "
+    "(`apiserver_request_total`, verbs POST/PUT/PATCH/DELETE/APPLY, by resource, delta "
+    "from the first pod created to the end of the run, the harness's own pod creations "
+    "left out), so the events each one wrote inside the window are visible.",
+    "",
+    "Figures: throughput is first pod created -> last pod bound (steady state: the middle "
+    "80% of binds). Gang latency: last member created -> last member bound. Scheduling "
+    "cycle: ours `scheduler_scheduling_attempt_duration_seconds{result=\"scheduled\"}`; "
+    "kube-scheduler's `scheduler_scheduling_algorithm_duration_seconds` (its attempt "
+    "histogram includes the Permit wait). Unschedulable attempts: each scheduler's "
+    "attempt histogram count with result unschedulable. CPU and peak RSS: the scheduler "
+    "process (/proc). W6 and W7 end after 20 s without a bind or a deletion; W3 after the "
+    "60 s gang timeout plus 10 s. Useless evictions: victims whose room nobody used (free "
+    "slots at the end beyond those at the start of the storm). Share error: the fraction "
+    "of slots held by a queue beyond its weighted share.",
+)
+
+
+def metadata(args: argparse.Namespace, chosen: list[Contender]) -> dict[str, Any]:
+    info = machine()
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine_info": info,
+        "machine": (f"{info['nproc']} CPUs ({info['cpu_model']}), {info['memory_gib']} GiB "
+                    f"RAM, Linux {info['kernel']}, Python {info['python']}, load average "
+                    f"{os.getloadavg()[0]:.1f} at the start"),
+        "scale": args.scale,
+        "repeat": args.repeat,
+        "kubernetes": KUBERNETES_VERSION,
+        "scheduler_plugins": upstream.PLUGINS_VERSION,
+        "settle_seconds": args.settle,
+        "trickle": {"window_gangs": TRICKLE_WINDOW, "pods_per_second": TRICKLE_RATE},
+        "contenders": {c.key: describe(c) for c in chosen},
+        "terms": list(TERMS),
+    }
+
+
+def merged(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several results.json documents as one: the first one's metadata, every run, every
+    contender's legend, and each document's date and control-plane release kept."""
+    meta = dict(documents[0]["meta"])
+    meta["contenders"] = {k: v for d in documents for k, v in d["meta"]["contenders"].items()}
+    meta["parts"] = [{"date": d["meta"]["date"], "kubernetes": d["meta"]["kubernetes"],
+                      "contenders": list(d["meta"]["contenders"]),
+                      "machine": d["meta"]["machine"]} for d in documents]
+    runs = [dict(run, kubernetes=d["meta"]["kubernetes"]) for d in documents
+            for run in d["runs"]]
+    return {"meta": meta, "runs": runs}
 
 
 def finish(document: dict[str, Any], outdir: Path, publish: bool) -> int:

@@ -24,6 +24,7 @@ from coscheduling.config.load import dump_defaults
 OUR_SCHEDULER_NAME = "batch-scheduler"
 OUR_METRICS_ADDRESS = "127.0.0.1:10251"  # our default metricsBindAddress
 CEILING_SCHEDULER_NAME = "bench-ceiling"
+NATIVE_SCHEDULER_NAME = "default-scheduler"
 STOP_GRACE = 10.0
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,52 +45,89 @@ def _port_free(address: str) -> bool:
     return True
 
 
+# "Equal limits": every contender's API client gets this QPS and burst (the value the
+# harness gave upstream before; anchors §13). "Defaults": each scheduler's own.
+EQUAL_QPS = 5000
+EQUAL_BURST = 10000
+
+
 @dataclass
 class Contender:
     """How to start one scheduler and what its pods and PodGroups look like."""
 
-    key: str  # ceiling | upstream | ours
+    key: str  # ceiling | upstream | ours, with "-eq" for the equal-limits variant
+    base: str  # ceiling | upstream | native | ours
     label: str
     scheduler_name: str
     gangs: bool  # whether PodGroups are created (the ceiling has no gang semantics)
     upstream_api: bool = False
+    native_api: bool = False  # gangs as Kubernetes' own Workload/PodGroup objects
+    qps: float | None = None  # None: the scheduler's own default
+    burst: int | None = None
     metrics_url: str | None = None
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def limits(self) -> str:
+        return "defaults" if self.qps is None else "equal"
+
+    @property
+    def queues(self) -> bool:
+        """Whether it reads our Queue objects (W7)."""
+        return self.base == "ours"
+
     def command(self, kubeconfig: Path, workdir: Path) -> list[str]:
-        if self.key == "ceiling":
+        if self.base == "ceiling":
             return [sys.executable, "-m", "bench.ceiling", f"--kubeconfig={kubeconfig}",
                     "--namespace=bench", f"--scheduler-name={self.scheduler_name}"]
-        if self.key == "upstream":
+        if self.base in ("upstream", "native"):
             port = free_port()
             self.metrics_url = f"https://127.0.0.1:{port}/metrics"
-            return upstream.command(upstream.binary_path(), kubeconfig, workdir, port)
+            if self.base == "native":
+                from bench import native
+                return native.command(kubeconfig, workdir, port, self.qps, self.burst)
+            return upstream.command(upstream.binary_path(), kubeconfig, workdir, port,
+                                    self.qps, self.burst)
+        return self._ours(kubeconfig, workdir)
+
+    def _ours(self, kubeconfig: Path, workdir: Path) -> list[str]:
         command = [sys.executable, "-m", "coscheduling", "run", f"--kubeconfig={kubeconfig}"]
         address = OUR_METRICS_ADDRESS
         if not _port_free(address):
-            # Only the port differs from the defaults: something else holds 10251.
             address = f"127.0.0.1:{free_port()}"
-            defaults = dump_defaults()
-            defaults["metricsBindAddress"] = address
+            self.notes.append(f"{OUR_METRICS_ADDRESS} was busy: metricsBindAddress {address}")
+        if address != OUR_METRICS_ADDRESS or self.qps is not None:
+            # The defaults, with only the port and (equal limits) the client limits changed.
+            config = dump_defaults()
+            config["metricsBindAddress"] = address
+            if self.qps is not None:
+                config["clientConnection"].update(qps=self.qps, burst=self.burst)
             path = workdir / "ours-config.yaml"
-            path.write_text(yaml.safe_dump(defaults, sort_keys=False))
+            path.write_text(yaml.safe_dump(config, sort_keys=False))
             command.append(f"--config={path}")
-            self.notes.append(f"{OUR_METRICS_ADDRESS} was busy: defaults with "
-                              f"metricsBindAddress {address}")
         self.metrics_url = f"http://{address}/metrics"
         return command
 
 
 def contenders() -> dict[str, Contender]:
-    return {
-        "ceiling": Contender("ceiling", "ceiling (bind round-robin)", CEILING_SCHEDULER_NAME,
-                             gangs=False),
-        "upstream": Contender("upstream", f"upstream (scheduler-plugins "
-                              f"v{upstream.PLUGINS_VERSION})", upstream.PROFILE, gangs=True,
-                              upstream_api=True),
-        "ours": Contender("ours", "ours (coscheduling, defaults)", OUR_SCHEDULER_NAME,
-                          gangs=True),
-    }
+    """Every contender, with its own client limits and with the equal ones."""
+    ceiling = Contender("ceiling", "ceiling", "ceiling (bind round-robin)",
+                        CEILING_SCHEDULER_NAME, gangs=False)
+    found: dict[str, Contender] = {"ceiling": ceiling}
+    for limits in ("defaults", "equal"):
+        suffix = "" if limits == "defaults" else "-eq"
+        qps, burst = (None, None) if limits == "defaults" else (EQUAL_QPS, EQUAL_BURST)
+        found[f"upstream{suffix}"] = Contender(
+            f"upstream{suffix}", "upstream",
+            f"upstream (scheduler-plugins v{upstream.PLUGINS_VERSION}, {limits})",
+            upstream.PROFILE, gangs=True, upstream_api=True, qps=qps, burst=burst)
+        found[f"native{suffix}"] = Contender(
+            f"native{suffix}", "native", f"native (kube-scheduler gang scheduling, {limits})",
+            NATIVE_SCHEDULER_NAME, gangs=True, native_api=True, qps=qps, burst=burst)
+        found[f"ours{suffix}"] = Contender(
+            f"ours{suffix}", "ours", f"ours (coscheduling, {limits})", OUR_SCHEDULER_NAME,
+            gangs=True, qps=qps, burst=burst)
+    return found
 
 
 class Process:

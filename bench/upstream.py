@@ -33,8 +33,9 @@ PACKAGE = f"{PLUGINS_MODULE}/cmd/scheduler"
 # configuration uses 10 s. Ours defaults to 60 s; see PERMIT_WAITING_TIME_SECONDS.
 PROFILE = "default-scheduler"
 PERMIT_WAITING_TIME_SECONDS = 60
-CLIENT_QPS = 5000
-CLIENT_BURST = 10000
+# Tuned as its docs allow: a gang that failed waits this long before its members are tried
+# again (the plugin's default, 0, retries a gang that cannot fit over and over).
+POD_GROUP_BACKOFF_SECONDS = 20
 
 
 def _log(message: str) -> None:
@@ -104,18 +105,24 @@ def crd_manifest() -> Path:
     return path
 
 
-def config(kubeconfig: Path) -> dict[str, Any]:
-    """The configuration upstream's docs recommend, with rate limits out of the way.
+def config(kubeconfig: Path, qps: float | None = None,
+           burst: int | None = None) -> dict[str, Any]:
+    """The configuration upstream's docs recommend, tuned as they allow.
 
     Coscheduling in multiPoint (PreFilter, PostFilter, Permit, Reserve) and as the only
-    QueueSort; every other plugin as in the default profile; no leader election.
+    QueueSort; every other plugin and weight as in the default profile (which ours runs
+    too); no leader election. PreFilter stays on: its README advises turning it off only
+    for gangs below 5 members, and every workload here has gangs of 5 or more (or a mix).
+    Client limits: kube-scheduler's own (QPS 50, burst 100) unless `qps` is given.
     """
+    connection: dict[str, Any] = {"kubeconfig": str(kubeconfig)}
+    if qps is not None:
+        connection.update(qps=qps, burst=burst)
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
-        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": CLIENT_QPS,
-                             "burst": CLIENT_BURST},
+        "clientConnection": connection,
         "profiles": [{
             "schedulerName": PROFILE,
             "plugins": {
@@ -125,18 +132,26 @@ def config(kubeconfig: Path) -> dict[str, Any]:
             },
             "pluginConfig": [{"name": "Coscheduling",
                               "args": {"permitWaitingTimeSeconds":
-                                       PERMIT_WAITING_TIME_SECONDS}}],
+                                       PERMIT_WAITING_TIME_SECONDS,
+                                       "podGroupBackoffSeconds":
+                                       POD_GROUP_BACKOFF_SECONDS}}],
         }],
     }
 
 
-def command(binary: Path, kubeconfig: Path, workdir: Path, port: int) -> list[str]:
+def command(binary: Path, kubeconfig: Path, workdir: Path, port: int,
+            qps: float | None = None, burst: int | None = None) -> list[str]:
     """kube-scheduler's command line; /metrics is readable without credentials on loopback."""
     path = workdir / "upstream-scheduler.yaml"
-    path.write_text(yaml.safe_dump(config(kubeconfig), sort_keys=False))
+    path.write_text(yaml.safe_dump(config(kubeconfig, qps, burst), sort_keys=False))
+    return serving_flags(binary, path, workdir, port)
+
+
+def serving_flags(binary: Path, config_path: Path, workdir: Path, port: int) -> list[str]:
+    """A kube-scheduler's command line (this one and the native contender's)."""
     return [
-        str(binary), f"--config={path}", "--bind-address=127.0.0.1", f"--secure-port={port}",
-        f"--cert-dir={workdir / 'upstream-serving'}",
+        str(binary), f"--config={config_path}", "--bind-address=127.0.0.1",
+        f"--secure-port={port}", f"--cert-dir={workdir / 'scheduler-serving'}",
         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
         "-v=0",
     ]

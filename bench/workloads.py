@@ -1,5 +1,5 @@
-"""The workloads (W1-W4 of issue 7, W5 of issue 14), with sizes that a `--scale` factor
-shrinks for smoke runs.
+"""The workloads (W1-W4 of issue 7, W5 of issue 14, W6, W7 and trickled arrival of issue
+18), with sizes that a `--scale` factor shrinks for smoke runs.
 
 Every pod asks for the same resources, so a node's capacity is a number of pod slots and
 "capacity for about half of the gangs" in W3 is exact arithmetic, not a guess.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Node shape: 8 slots of 1 CPU; memory and the pod count never bind first.
 NODE_CPU = 8
@@ -19,6 +19,18 @@ POD_CPU = "1"
 POD_MEMORY = "1Gi"
 SLOTS_PER_NODE = NODE_CPU  # one pod is 1 CPU
 W3_SEED = 20260407
+# Trickled arrival: members of TRICKLE_WINDOW consecutive gangs are created interleaved
+# (member 0 of each, then member 1 of each, ...) at TRICKLE_RATE pods/s in all, so a gang's
+# members arrive spread over time and mixed with other gangs' members.
+TRICKLE_WINDOW = 8
+TRICKLE_RATE = 100.0
+# W6 and W7 end when no pod was bound or deleted for this long (no gang waits for a timeout
+# there: the outcome is what preemption and queues decide).
+QUIET_SECONDS = 20.0
+PRIORITY_CLASSES = {"bench-low": 100, "bench-high": 1000}
+STORM_PRIORITY = "bench-high"  # W6's second wave
+# W7: three queues, the weights of seed 000's example and one more.
+QUEUE_WEIGHTS = (("q-w1", 1), ("q-w2", 2), ("q-w3", 3))
 
 
 @dataclass(frozen=True)
@@ -33,9 +45,26 @@ class Workload:
     contention: bool = False
     # Gang index -> "anti" / "spread" / "" (see bench.cluster.constrain), for W5.
     constraints: tuple[str, ...] = ()
+    # Gang index -> PriorityClass (W6). Gangs of PRIORITY_CLASSES' highest class are created
+    # only once every other gang is bound: the preemption storm.
+    priorities: tuple[str, ...] = ()
+    # Gang index -> Queue name (W7); gangs are created queue after queue, lightest first.
+    queues: tuple[str, ...] = ()
+    trickle: bool = False
+    settle: float | None = None  # how long a quiet spell ends the run (None: --settle)
 
     def constraint(self, gang_index: int) -> str:
         return self.constraints[gang_index] if self.constraints else ""
+
+    def priority(self, gang_index: int) -> str:
+        return self.priorities[gang_index] if self.priorities else ""
+
+    def queue(self, gang_index: int) -> str:
+        return self.queues[gang_index] if self.queues else ""
+
+    def second_wave(self, gang_index: int) -> bool:
+        """Whether the gang is created only after the first wave is bound (W6's arrivals)."""
+        return self.priority(gang_index) == STORM_PRIORITY
 
     @property
     def pods(self) -> int:
@@ -58,7 +87,26 @@ class Workload:
         if self.constraints:
             parts.append(f"{self.constraints.count('anti')} with hostname anti-affinity, "
                          f"{self.constraints.count('spread')} spread over zones")
+        if self.priorities:
+            high = sum(1 for i in range(len(self.priorities)) if self.second_wave(i))
+            parts.append(f"{len(self.priorities) - high} low-priority gangs fill it, then "
+                         f"{high} high-priority gangs arrive")
+        if self.queues:
+            weights = dict(QUEUE_WEIGHTS)
+            parts.append("queues " + ", ".join(
+                f"{name} (weight {weights[name]}, {self.queues.count(name)} gangs)"
+                for name in dict.fromkeys(self.queues)))
+        if self.trickle:
+            parts.append(f"trickled ({TRICKLE_WINDOW} gangs interleaved, "
+                         f"{TRICKLE_RATE:.0f} pods/s)")
         return ", ".join(parts)
+
+
+def deserved_slots(workload: Workload) -> dict[str, float]:
+    """W7: each queue's weighted share of the slots (every queue asks for more than that)."""
+    weights = {name: weight for name, weight in QUEUE_WEIGHTS if name in workload.queues}
+    total = sum(weights.values())
+    return {name: workload.slots * weight / total for name, weight in weights.items()}
 
 
 def _scaled(value: int, scale: float, minimum: int = 1) -> int:
@@ -66,7 +114,8 @@ def _scaled(value: int, scale: float, minimum: int = 1) -> int:
 
 
 def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
-    """W1..W5 as the issues define them, every count multiplied by `scale`."""
+    """W1..W7 (and W1t, W2t: W1, W2 trickled) as the issues define them, every count
+    multiplied by `scale`."""
     w3_gangs = _scaled(400, scale, minimum=4)
     rng = random.Random(W3_SEED)  # the same mix of sizes on every run
     sizes = tuple(rng.randint(2, 32) for _ in range(w3_gangs))
@@ -75,11 +124,22 @@ def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
     w5_sizes = tuple(rng.randint(2, 8) for _ in range(_scaled(600, scale)))
     # Capacity for about half of the gangs: half of the pods, in whole nodes.
     w3_nodes = max(1, math.ceil(sum(sizes) / 2 / SLOTS_PER_NODE))
+    w1 = Workload("W1", "gangs of 5, all fit", _scaled(1000, scale),
+                  (5,) * _scaled(1000, scale))
+    w2 = Workload("W2", "gangs of 20 on 5000 nodes, all fit", _scaled(5000, scale),
+                  (20,) * _scaled(500, scale))
+    # W6: gangs of 4 fill every slot at low priority; high-priority gangs of 4 then ask
+    # for half of the slots.
+    w6_nodes = _scaled(250, scale)
+    low, high = w6_nodes * SLOTS_PER_NODE // 4, w6_nodes * SLOTS_PER_NODE // 8
+    # W7: each queue asks for the whole cluster in gangs of 4.
+    w7_nodes = _scaled(150, scale)
+    per_queue = w7_nodes * SLOTS_PER_NODE // 4
     return {
-        "W1": Workload("W1", "gangs of 5, all fit", _scaled(1000, scale),
-                       (5,) * _scaled(1000, scale)),
-        "W2": Workload("W2", "gangs of 20 on 5000 nodes, all fit", _scaled(5000, scale),
-                       (20,) * _scaled(500, scale)),
+        "W1": w1,
+        "W2": w2,
+        "W1t": replace(w1, name="W1t", title="W1, trickled", trickle=True),
+        "W2t": replace(w2, name="W2t", title="W2, trickled", trickle=True),
         "W3": Workload("W3", "contention: room for about half of the gangs", w3_nodes, sizes,
                        contention=True),
         "W4": Workload("W4", "plain pods, no groups", _scaled(1000, scale), (),
@@ -88,4 +148,12 @@ def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
                        _scaled(1000, scale), w5_sizes,
                        constraints=tuple(("anti", "spread", "")[i % 3]
                                          for i in range(len(w5_sizes)))),
+        "W6": Workload("W6", "preemption storm", w6_nodes, (4,) * (low + high),
+                       contention=True, settle=QUIET_SECONDS,
+                       priorities=("bench-low",) * low + (STORM_PRIORITY,) * high),
+        "W7": Workload("W7", "three weighted queues, each asking for the whole cluster",
+                       w7_nodes, (4,) * (3 * per_queue), contention=True,
+                       settle=QUIET_SECONDS,
+                       queues=tuple(name for name, _ in QUEUE_WEIGHTS
+                                    for _ in range(per_queue))),
     }

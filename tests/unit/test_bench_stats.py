@@ -1,0 +1,168 @@
+"""The benchmark's own arithmetic: repeated-run statistics, the API server's write counter,
+trickled arrival order, W6's useless evictions and W7's share error."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from bench import report
+from bench.observe import api_writes, writes_delta
+from bench.run import plan, waves
+from bench.workloads import TRICKLE_WINDOW, Workload, build_workloads, deserved_slots
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([], None),
+    ([None, None], None),
+    ([3.0], {"median": 3.0, "min": 3.0, "max": 3.0, "runs": 1}),
+    ([5.0, 1.0, 3.0], {"median": 3.0, "min": 1.0, "max": 5.0, "runs": 3}),
+    ([4.0, None, 2.0], {"median": 3.0, "min": 2.0, "max": 4.0, "runs": 2}),
+])
+def test_summarize(values: list[float | None], expected: dict[str, float] | None) -> None:
+    assert report.summarize(values) == expected
+
+
+@pytest.mark.parametrize(("summary", "fmt", "expected"), [
+    (None, "{:.1f}", "n/a"),
+    ({"median": 2.0, "min": 2.0, "max": 2.0}, "{:.1f}", "2.0"),
+    ({"median": 2.0, "min": 1.96, "max": 2.04}, "{:.1f}", "2.0"),  # equal once formatted
+    ({"median": 2.0, "min": 1.0, "max": 3.5}, "{:.1f}", "2.0 (1.0-3.5)"),
+])
+def test_cell_shows_a_range_only_where_runs_differ(
+        summary: dict[str, float] | None, fmt: str, expected: str) -> None:
+    assert report._cell(summary, fmt) == expected
+
+
+def _sample(verb: str, resource: str, subresource: str, count: int, code: str = "201",
+            group: str = "") -> str:
+    return (f'apiserver_request_total{{code="{code}",component="apiserver",dry_run="",'
+            f'group="{group}",resource="{resource}",scope="resource",'
+            f'subresource="{subresource}",verb="{verb}",version="v1"}} {count}')
+
+
+METRICS = "\n".join([
+    "# HELP apiserver_request_total [STABLE] Counter of apiserver requests",
+    "# TYPE apiserver_request_total counter",
+    _sample("POST", "pods", "binding", 40),
+    _sample("POST", "pods", "binding", 2, code="409"),
+    _sample("POST", "pods", "", 100),
+    _sample("LIST", "pods", "", 7, code="200"),
+    _sample("POST", "events", "", 30, group="events.k8s.io"),
+    _sample("POST", "events", "", 5),
+    _sample("PATCH", "pods", "status", 12, code="200"),
+    'apiserver_request_total_other{verb="POST",resource="pods"} 999',
+])
+
+
+def test_api_writes_by_verb_and_resource() -> None:
+    assert api_writes(METRICS) == {
+        "POST pods/binding": 42.0,  # every code counts: a refused write is still a write
+        "POST pods": 100.0,
+        "POST events": 35.0,  # both event APIs
+        "PATCH pods/status": 12.0,
+    }
+
+
+@pytest.mark.parametrize(("before", "after", "exclude", "expected"), [
+    ({}, {"POST pods": 10.0}, (), {"POST pods": 10}),
+    ({"POST pods": 4.0}, {"POST pods": 10.0, "POST pods/binding": 6.0}, ("POST pods",),
+     {"POST pods/binding": 6}),
+    ({"PATCH pods/status": 3.0}, {"PATCH pods/status": 3.0}, (), {}),  # no change: left out
+])
+def test_writes_delta(before: dict[str, float], after: dict[str, float],
+                      exclude: tuple[str, ...], expected: dict[str, int]) -> None:
+    assert writes_delta(before, after, exclude) == expected
+
+
+@pytest.mark.parametrize(("writes", "expected"), [
+    ({"POST pods/binding": 10, "POST events": 4, "PATCH events": 1, "PATCH pods/status": 3},
+     {"writes_binds": 10, "writes_events": 5, "writes_other": 3}),
+    ({}, {"writes_binds": 0, "writes_events": 0, "writes_other": 0}),
+])
+def test_derived_splits_the_writes(writes: dict[str, int], expected: dict[str, int]) -> None:
+    figures = report.derived({"api_writes": writes})
+    assert {k: figures[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(("evicted", "free_before", "free_after", "expected"), [
+    (8, 0, 0, 0),  # every victim's room was taken
+    (8, 0, 3, 3),  # three freed slots left empty
+    (2, 0, 5, 2),  # empty slots beyond the evictions are not the evictions' fault
+    (0, 1, 4, 0),  # nothing evicted
+    (4, 3, 1, 0),  # the storm used room that was free before it, too
+])
+def test_useless_evictions(evicted: int, free_before: int, free_after: int,
+                           expected: int) -> None:
+    assert report.useless_evictions(evicted, free_before, free_after) == expected
+
+
+@pytest.mark.parametrize(("held", "deserved", "slots", "expected"), [
+    ({"a": 10, "b": 20}, {"a": 10.0, "b": 20.0}, 30, 0.0),
+    ({"a": 30, "b": 0}, {"a": 10.0, "b": 20.0}, 30, 20 / 30),
+    ({"a": 5}, {"a": 10.0, "b": 20.0}, 30, (5 + 20) / 2 / 30),  # a queue with nothing held
+    ({}, {}, 0, 0.0),
+])
+def test_share_error(held: dict[str, float], deserved: dict[str, float], slots: int,
+                     expected: float) -> None:
+    assert report.share_error(held, deserved, slots) == pytest.approx(expected)
+
+
+def test_deserved_slots_follow_the_weights() -> None:
+    w7 = build_workloads(0.2)["W7"]
+    deserved = deserved_slots(w7)
+    assert sum(deserved.values()) == pytest.approx(w7.slots)
+    assert deserved["q-w2"] == pytest.approx(2 * deserved["q-w1"])
+    assert deserved["q-w3"] == pytest.approx(3 * deserved["q-w1"])
+
+
+def _position(order: list[str]) -> dict[str, int]:
+    return {name: index for index, name in enumerate(order)}
+
+
+@pytest.mark.parametrize("sizes", [(3,) * 20, (2, 5, 1, 4) * 5, (7,)])
+def test_trickled_order_interleaves_windows_of_gangs(sizes: tuple[int, ...]) -> None:
+    plain = Workload("T", "test", 4, sizes)
+    order, members, gang_of = plan(replace(plain, trickle=True))
+    assert sorted(order) == sorted(plan(plain)[0])  # the same pods, each once
+    at = _position(order)
+    gangs = list(members)
+    for first, second in itertools.pairwise(gangs):
+        same_window = gangs.index(first) // TRICKLE_WINDOW == gangs.index(second) // \
+            TRICKLE_WINDOW
+        # Within a window the second gang starts before the first one is complete.
+        if same_window and len(members[first]) > 1:
+            assert at[members[second][0]] < at[members[first][-1]]
+        if not same_window:  # windows follow each other
+            assert max(at[p] for p in members[first]) < at[members[second][0]]
+    for gang, pods in members.items():  # members keep their own order
+        assert [at[p] for p in pods] == sorted(at[p] for p in pods)
+        assert all(gang_of[p] == gang for p in pods)
+
+
+@pytest.mark.parametrize(("name", "expected_waves"), [("W1", 1), ("W6", 2), ("W7", 1)])
+def test_only_the_storm_comes_in_two_waves(name: str, expected_waves: int) -> None:
+    workload = build_workloads(0.05)[name]
+    order, _, gang_of = plan(workload)
+    batches = waves(workload, order, gang_of)
+    assert len(batches) == expected_waves
+    assert [p for batch in batches for p in batch] == order or expected_waves == 2
+    assert sorted(p for batch in batches for p in batch) == sorted(order)
+    if expected_waves == 2:
+        assert all(workload.second_wave(int(gang_of[p].split("-")[1])) for p in batches[1])
+        assert not any(workload.second_wave(int(gang_of[p].split("-")[1]))
+                       for p in batches[0])
+
+
+def test_aggregate_takes_medians_per_workload_and_contender() -> None:
+    runs: list[dict[str, Any]] = [
+        {"workload": "W1", "scheduler": "ours", "throughput_whole": t, "notes": []}
+        for t in (10.0, 30.0, 20.0)] + [
+        {"workload": "W1", "scheduler": "upstream", "throughput_whole": 5.0, "notes": []}]
+    table = report.aggregate(runs)
+    assert table["W1"]["ours"]["throughput_whole"] == {
+        "median": 20.0, "min": 10.0, "max": 30.0, "runs": 3}
+    assert table["W1"]["upstream"]["throughput_whole"]["runs"] == 1
