@@ -26,10 +26,7 @@ from tests.integration.fixtures import (  # noqa: F401
     start_scheduler,
 )
 from tests.integration.kube import wait_until
-from tests.integration.operators import (  # noqa: F401
-    operator_podgroup_crds,
-    start_training_operator,
-)
+from tests.integration.operators import start_training_operator  # noqa: F401
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

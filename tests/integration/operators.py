@@ -8,35 +8,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
-from coscheduling.localcluster.operators import TrainingOperator, apply_crd
+from coscheduling.localcluster.operators import TrainingOperator
 
-REPO = Path(__file__).resolve().parents[2]
-COMPAT_CRD_DIR = REPO / "crd" / "compat"
-# The two PodGroup kinds the training operator creates, one per --gang-scheduler-name path.
-OPERATOR_PODGROUP_CRDS = ("podgroups.scheduling.x-k8s.io.yaml",
-                          "podgroups.scheduling.volcano.sh.yaml")
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 StartOperator = Callable[[str], TrainingOperator]
 
 
-@pytest.fixture(scope="session")
-def operator_podgroup_crds(kube: KubeClient) -> None:
-    """The compat CRDs the operator checks for at start (it exits if its kind is missing)."""
-    for name in OPERATOR_PODGROUP_CRDS:
-        for doc in yaml.safe_load_all((COMPAT_CRD_DIR / name).read_text()):
-            if doc:
-                apply_crd(kube, doc)
-
-
 @pytest.fixture
-def start_training_operator(local_cluster: LocalCluster, operator_podgroup_crds: None,
+def start_training_operator(local_cluster: LocalCluster, compat_crds: None,
                             tmp_path: Path) -> Iterator[StartOperator]:
-    """`start_training_operator(gang_scheduler_name)`: a running operator, stopped after."""
+    """`start_training_operator(gang_scheduler_name)`: a running operator, stopped after.
+
+    crd/compat/ is applied first: the operator exits at start when the PodGroup kind of
+    its --gang-scheduler-name path is not served."""
     started: list[TrainingOperator] = []
 
     def start(gang_scheduler_name: str) -> TrainingOperator:
