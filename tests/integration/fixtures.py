@@ -7,17 +7,19 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.config import parse_config
 from coscheduling.localcluster import LocalCluster
 from coscheduling.plugins.registry import default_registry
 from coscheduling.service import SchedulerService
-from tests.integration.kube import InvariantWatcher, wait_until
+from tests.integration.kube import InvariantWatcher, exists, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO / "crd"
@@ -127,6 +129,9 @@ class RunningScheduler:
             "metricsBindAddress": "127.0.0.1:0",
             "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 500, "burst": 1000},
         }
+        if overrides and "schedulerNames" in overrides:  # several names: the first is its own
+            del doc["schedulerName"]
+            self.name = str(overrides["schedulerNames"][0])
         doc.update(overrides or {})
         self.config = parse_config(doc, default_registry())
         self.service = SchedulerService(self.config)
@@ -172,3 +177,33 @@ def start_scheduler(kube: KubeClient, local_cluster: LocalCluster, crd: None,
         sched.close()
     for sched in running:
         assert not sched.watcher.violations, sched.watcher.violations
+
+
+# crd/compat/: the other producers' group CRDs, for clusters that lack them.
+COMPAT = REPO / "crd" / "compat"
+COMPAT_CRDS = {p.stem: yaml.safe_load(p.read_text()) for p in sorted(COMPAT.glob("*.yaml"))}
+
+
+def crd_path(crd: dict[str, Any], namespace: str | None, name: str = "") -> str:
+    """The API path of a CRD's objects (in ``namespace``, or cluster-wide)."""
+    spec = crd["spec"]
+    scope = f"namespaces/{namespace}/" if namespace else ""
+    path = f"/apis/{spec['group']}/{spec['versions'][0]['name']}/{scope}{spec['names']['plural']}"
+    return f"{path}/{name}" if name else path
+
+
+@pytest.fixture(scope="module")
+def compat_crds(local_cluster: LocalCluster, kube: KubeClient) -> Iterator[None]:
+    """crd/compat/ applied as a user would, served; afterwards the cluster is left as found
+    (a CRD this fixture installed is removed again, so later tests still see it absent)."""
+    found = {name for name in COMPAT_CRDS if exists(
+        kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")}
+    kubectl(local_cluster, "apply", "-f", str(COMPAT))
+    kubectl(local_cluster, "wait", "--for=condition=Established", "--timeout=60s",
+            *(f"crd/{name}" for name in COMPAT_CRDS))
+    for name, definition in COMPAT_CRDS.items():
+        wait_until(partial(exists, kube, crd_path(definition, None)), timeout=30,
+                   what=f"{name} served")
+    yield
+    for name in sorted(set(COMPAT_CRDS) - found):
+        kubectl(local_cluster, "delete", "crd", name, "--timeout=120s")

@@ -10,10 +10,10 @@ from typing import Any
 
 from coscheduling import GROUP_LABEL
 from coscheduling.api.nodes import parse_node
-from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.groups import ours
+from coscheduling.groups import apis_for_tag, ours
+from coscheduling.groups.membership import LABEL_ONLY
 
 PG_API = "batch.scheduler.tencent.com/v1"
 
@@ -161,6 +161,7 @@ class InvariantWatcher:
         self.events = 0
         self._nodes: dict[str, dict[str, int]] = {}
         self._bound: dict[str, tuple[str, dict[str, int], str]] = {}
+        self._label_min: dict[str, int] = {}  # label-only groups: the first member's minimum
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -214,6 +215,8 @@ class InvariantWatcher:
             if previous is not None and previous[0] != pod.node_name:
                 self.violations.append(f"{pod.key} moved from {previous[0]} to {pod.node_name}")
             self._bound[pod.key] = (pod.node_name, pod.requests, pod.group_key)
+            if pod.membership.min_available:
+                self._label_min.setdefault(pod.group_key, pod.membership.min_available)
             self._check_node(pod.node_name)
             # A terminating pod's events (its deletion, its eviction) say nothing about a
             # bind: a gang is judged on pods that are bound and staying.
@@ -242,12 +245,19 @@ class InvariantWatcher:
             self.violations.append(f"node {node_name} has {count} pods > {alloc.get('pods')}")
 
     def _min_member(self, group_key: str) -> int:
-        namespace, name = group_key.split("/", 1)
-        try:
-            raw = self.kube.get(f"/apis/{PG_API}/namespaces/{namespace}/podgroups/{name}")
-        except ApiError:
-            return 0
-        return parse_podgroup(raw).min_member
+        """minMember of a gang of any kind: its object's, or a label-only group's label."""
+        namespace, rest = group_key.split("/", 1)
+        name, _, tag = rest.partition("@")
+        if tag == LABEL_ONLY:
+            return self._label_min.get(group_key, 0)
+        for api in apis_for_tag(tag):
+            try:
+                raw = self.kube.get(f"/apis/{api.api_version}/namespaces/{namespace}/"
+                                    f"{api.plural}/{name}")
+            except ApiError:
+                continue
+            return api.parse(raw).min_member
+        return 0
 
     def _check_gang(self, group_key: str) -> None:
         bound = sum(1 for _, _, g in self._bound.values() if g == group_key)
@@ -263,14 +273,16 @@ class InvariantWatcher:
     def check_settled(self) -> None:
         for namespace in self.namespaces:
             counts: dict[str, int] = {}
-            for pod in list_pods(self.kube, namespace):
-                group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
-                if group and pod["spec"].get("nodeName"):
-                    counts[group] = counts.get(group, 0) + 1
-            for group, bound in counts.items():
-                minimum = self._min_member(f"{namespace}/{group}")
+            for item in list_pods(self.kube, namespace):
+                pod = parse_pod(item)
+                if pod.group_key and pod.node_name:
+                    counts[pod.group_key] = counts.get(pod.group_key, 0) + 1
+                    if pod.membership.min_available:
+                        self._label_min.setdefault(pod.group_key, pod.membership.min_available)
+            for group_key, bound in counts.items():
+                minimum = self._min_member(group_key)
                 if 0 < bound < minimum:
-                    self.violations.append(f"gang {namespace}/{group} settled with "
+                    self.violations.append(f"gang {group_key} settled with "
                                            f"{bound}/{minimum} bound")
         assert not self.violations, self.violations
 

@@ -12,7 +12,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,8 @@ from coscheduling.config import load_file
 from coscheduling.localcluster import LocalCluster
 from coscheduling.plugins.registry import default_registry
 from coscheduling.server.cli import settings_from
-from tests.integration.fixtures import REPO, kubectl
-from tests.integration.kube import exists, wait_until
+from tests.integration.fixtures import COMPAT_CRDS, REPO, crd_path, kubectl
+from tests.integration.kube import wait_until
 
 DEPLOY = REPO / "deploy"
 MANIFESTS = sorted(p.name for p in DEPLOY.glob("[0-9][0-9]-*.yaml"))
@@ -191,8 +190,6 @@ def test_deploy_scripts_explain_themselves(script: str) -> None:
 
 # -- crd/compat/: the gang objects other tools create, and the RBAC for them (issue 16) -------
 
-COMPAT = REPO / "crd" / "compat"
-COMPAT_CRDS = {p.stem: yaml.safe_load(p.read_text()) for p in sorted(COMPAT.glob("*.yaml"))}
 SCHEDULER_SA = "system:serviceaccount:coscheduling-system:coscheduling"
 
 
@@ -211,30 +208,6 @@ def test_each_compat_file_is_one_crd_with_status_and_its_columns() -> None:
         wanted = ({".status.phase", ".spec.minMember", ".status.running"}
                   if stem.startswith("podgroups.") else {".spec.weight", ".status.state"})
         assert wanted <= paths, stem
-
-
-def _api_path(crd: dict[str, Any], namespace: str | None, name: str = "") -> str:
-    spec = crd["spec"]
-    scope = f"namespaces/{namespace}/" if namespace else ""
-    path = f"/apis/{spec['group']}/{spec['versions'][0]['name']}/{scope}{spec['names']['plural']}"
-    return f"{path}/{name}" if name else path
-
-
-@pytest.fixture(scope="module")
-def compat_crds(local_cluster: LocalCluster, kube: KubeClient) -> Iterator[None]:
-    """crd/compat/ applied as a user would, served; afterwards the cluster is left as found
-    (a CRD this fixture installed is removed again, so later tests still see it absent)."""
-    found = {name for name in COMPAT_CRDS if exists(
-        kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")}
-    kubectl(local_cluster, "apply", "-f", str(COMPAT))
-    kubectl(local_cluster, "wait", "--for=condition=Established", "--timeout=60s",
-            *(f"crd/{name}" for name in COMPAT_CRDS))
-    for name, crd in COMPAT_CRDS.items():
-        wait_until(partial(exists, kube, _api_path(crd, None)), timeout=30,
-                   what=f"{name} served")
-    yield
-    for name in sorted(set(COMPAT_CRDS) - found):
-        kubectl(local_cluster, "delete", "crd", name, "--timeout=120s")
 
 
 @pytest.fixture(scope="module")
@@ -357,7 +330,7 @@ def test_a_producers_object_is_kept_as_sent_and_shows_the_status_the_scheduler_w
         assert "status" not in created  # a create never sets status through the main resource
 
         crd = COMPAT_CRDS[producer.resource]
-        path = _api_path(crd, namespace if producer.namespaced else None, name)
+        path = crd_path(crd, namespace if producer.namespaced else None, name)
         as_scheduler.patch(f"{path}/status", {"status": producer.status})
         shown = _columns(local_cluster, producer.resource, name, *scope)
         assert producer.columns.items() <= shown.items(), shown
