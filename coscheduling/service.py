@@ -25,7 +25,7 @@ from coscheduling.api.volumes import (
     parse_volume,
 )
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
-from coscheduling.cluster.fencing import BindingClient
+from coscheduling.cluster.fencing import BindingClient, wait_admitted
 from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector
@@ -228,6 +228,22 @@ class SchedulerService:
                 log.warning("creating the default Queue failed: %s", err)
 
     def _started_leading(self) -> None:
+        if isinstance(self.client, BindingClient) and self.client.leader:
+            # Not on the election thread: it must go on renewing meanwhile.
+            threading.Thread(target=self._activate_once_admitted, name="fencing-probe",
+                             daemon=True).start()
+        else:
+            self._activate()
+
+    def _activate_once_admitted(self) -> None:
+        """Bind nothing until the fencing policy names this replica (cluster.fencing)."""
+        assert isinstance(self.client, BindingClient) and self.elector is not None
+        elector = self.elector
+        if wait_admitted(self.client, self.config.leader_election.resource_namespace,
+                         elector.holds_lease):
+            self._activate()
+
+    def _activate(self) -> None:
         # The previous leader's assumed and waiting pods are gone with it: look at every
         # parked pod again.
         self.scheduler.capacity_freed()

@@ -157,7 +157,10 @@ def test_a_leader_paused_past_its_lease_binds_nothing_after_the_new_leader(
         local_cluster: LocalCluster, kube: KubeClient, crd: None, namespace: str,
         make_node: Any, tmp_path: Path, fencing: str) -> None:
     bound, a, b = _run(local_cluster, kube, namespace, fencing, make_node, tmp_path)
-    assert bound == {"h-0": b, "h-1": b}, (bound, a, b)
+    lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{fencing}")
+    assert bound == {"h-0": b, "h-1": b}, (bound, a, b, lease.get("spec"),
+                                           (tmp_path / "a.log").read_text()[-4000:],
+                                           (tmp_path / "b.log").read_text()[-4000:])
     assert "fenced: this scheduler replica does not hold the leader Lease" in \
         (tmp_path / "a.log").read_text()
 
