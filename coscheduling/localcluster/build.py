@@ -47,7 +47,7 @@ GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 KUBERNETES_VERSION_VAR = "COSCHEDULING_KUBERNETES_VERSION"
-DEFAULT_KUBERNETES_VERSION = "1.35.8"
+DEFAULT_KUBERNETES_VERSION = "1.37.2"
 KUBERNETES_PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 

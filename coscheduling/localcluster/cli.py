@@ -7,6 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .build import (
+    DEFAULT_KUBERNETES_VERSION,
+    KUBERNETES_VERSION_VAR,
+    available_kubernetes_versions,
+)
 from .launcher import STATE_FILE, LocalCluster, running_components, stop_from_state
 
 
@@ -17,7 +22,11 @@ def add_parser(subparsers: Any) -> None:
     )
     commands = parser.add_subparsers(dest="localcluster_command", required=True)
     up = commands.add_parser(
-        "up", help="start etcd, kube-apiserver and kube-controller-manager; print the kubeconfig"
+        "up",
+        help="start etcd, kube-apiserver and kube-controller-manager; print the kubeconfig",
+        description=f"The Kubernetes release is ${KUBERNETES_VERSION_VAR} (one of "
+        f"{', '.join(sorted(available_kubernetes_versions()))}; default "
+        f"{DEFAULT_KUBERNETES_VERSION}), with the native Workload API enabled.",
     )
     up.add_argument("--workdir", type=Path, required=True, help="directory for data, logs, certs")
     up.add_argument(
