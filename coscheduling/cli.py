@@ -88,7 +88,8 @@ def _run(args: argparse.Namespace) -> int:
     if server is not None:
         print(f"coscheduling: gRPC plugin server on {server.address}", file=sys.stderr,
               flush=True)
-    print(f"coscheduling: scheduling pods with schedulerName={config.scheduler_name}"
+    names = " or ".join(config.scheduler_names)
+    print(f"coscheduling: scheduling pods with schedulerName {names}"
           + (" once it holds the leader lease" if service.elector else ""),
           file=sys.stderr, flush=True)
     while not stop.wait(0.5):

@@ -19,13 +19,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from coscheduling import GROUP_LABEL
+from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.localcluster import LocalCluster, ensure_binaries
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004", "demo-topology")
+NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004", "demo-topology",
+              "demo-kube-batch")
+KUBE_BATCH_CRD = "podgroups.scheduling.incubator.k8s.io"
 RACK = "example.com/rack"
 
 
@@ -71,10 +73,14 @@ def _pods(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
     return sorted(items, key=lambda p: p["metadata"]["name"])
 
 
+def _group_of(pod: dict[str, Any]) -> str:
+    """The group a pod names, whichever marker it uses (coscheduling.groups)."""
+    return parse_pod(pod).membership.name or "-"
+
+
 def _bound(kube: KubeClient, namespace: str, group: str) -> list[str]:
     return [p["spec"]["nodeName"] for p in _pods(kube, namespace)
-            if (p["metadata"].get("labels") or {}).get(GROUP_LABEL) == group
-            and p["spec"].get("nodeName")]
+            if _group_of(p) == group and p["spec"].get("nodeName")]
 
 
 def _why(pod: dict[str, Any]) -> str:
@@ -87,16 +93,19 @@ def _why(pod: dict[str, Any]) -> str:
 def _print_state(kube: KubeClient, namespace: str) -> None:
     rows = [["POD", "GROUP", "NODE", "WHY PENDING"]]
     for pod in _pods(kube, namespace):
-        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL, "-")
+        group = _group_of(pod)
         node = pod["spec"].get("nodeName") or "-"
         why = "" if node != "-" else _why(pod)
         if len(why) > 110:
             why = why[:107] + "..."
         rows.append([pod["metadata"]["name"], group, node, why])
-    groups = kube.get(f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups")
+    api = "batch.scheduler.tencent.com/v1"
+    if namespace == "demo-kube-batch":
+        api = "scheduling.incubator.k8s.io/v1alpha1"
+    groups = kube.get(f"/apis/{api}/namespaces/{namespace}/podgroups")
     _say(f"  pods in {namespace}:")
     _table(rows)
-    grows = [["PODGROUP", "PHASE", "MINMEMBER", "SCHEDULED", "CONDITION"]]
+    grows = [["PODGROUP", "PHASE", "MINMEMBER", "SCHEDULED/RUNNING", "CONDITION"]]
     for group in groups.get("items") or ():
         status = group.get("status") or {}
         conditions = status.get("conditions") or []
@@ -106,7 +115,8 @@ def _print_state(kube: KubeClient, namespace: str) -> None:
         if len(note) > 100:
             note = note[:97] + "..."
         grows.append([group["metadata"]["name"], status.get("phase", "-"),
-                      str(group["spec"]["minMember"]), str(status.get("scheduled", 0)), note])
+                      str(group["spec"]["minMember"]),
+                      str(status.get("scheduled", status.get("running", 0))), note])
     _table(grows)
     _say()
 
@@ -136,6 +146,11 @@ class Demo:
         kube = KubeClient(ClientSettings(kubeconfig=str(kubeconfig), qps=100, burst=200))
         try:
             self._nodes(kube)
+            _say(f"== kubectl apply -f crd/compat/{KUBE_BATCH_CRD}.yaml (kube-batch's PodGroup)")
+            _kubectl(kubeconfig, "apply", "-f", str(REPO / "crd" / "compat" /
+                                                    f"{KUBE_BATCH_CRD}.yaml"))
+            _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
+                     f"crd/{KUBE_BATCH_CRD}")
             _say("== starting the scheduler: deploy/start.sh --background "
                  "--config examples/binpack-config.yaml")
             subprocess.run([str(REPO / "deploy" / "start.sh"), "--kubeconfig", str(kubeconfig),
@@ -157,12 +172,15 @@ class Demo:
         _node(kube, "seed000-a", "3", {"demo": "seed000"})
         _node(kube, "seed000-b", "2", {"demo": "seed000"})
         _node(kube, "seed001-a", "8", {"demo": "seed001"})
+        _node(kube, "kube-batch-a", "3", {"demo": "kube-batch"})
+        _node(kube, "kube-batch-b", "2", {"demo": "kube-batch"})
         _node(kube, "seed004-a", "8", {"demo": "seed004"}, gpus=4)
         _node(kube, "seed004-b", "8", {"demo": "seed004"}, gpus=4)
         for name, cpu, rack in (("rack1-a", "4", "r1"), ("rack1-b", "4", "r1"),
                                 ("rack2-a", "8", "r2"), ("rack2-b", "8", "r2")):
             _node(kube, name, cpu, {"demo": "topology", RACK: rack})
-        _say("   seed000-a 3 cpu, seed000-b 2 cpu | seed001-a 8 cpu (0.9 used) | "
+        _say("   seed000-a 3 cpu, seed000-b 2 cpu (kube-batch-a/b the same) | "
+             "seed001-a 8 cpu (0.9 used) | "
              "seed004-a/b 8 cpu + 4 nvidia.com/gpu each\n"
              f"   topology: {RACK}=r1 two 4-cpu nodes, {RACK}=r2 two 8-cpu nodes")
 
@@ -176,7 +194,8 @@ class Demo:
             "spec": {"nodeName": "seed001-a", "containers": [
                 {"name": "load", "image": "pause",
                  "resources": {"requests": {"cpu": "900m", "memory": "140Mi"}}}]}})
-        for example in ("seed000-job.yaml", "seed001-race.yaml", "seed004-binpack.yaml"):
+        for example in ("seed000-job.yaml", "seed001-race.yaml", "seed004-binpack.yaml",
+                        "seed000-kube-batch.yaml"):
             _say(f"== kubectl apply -f examples/{example}")
             _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / example))
 
@@ -214,7 +233,28 @@ class Demo:
                      "5/5 bound on a single node")
         _settled(kube, "demo-seed004", "tf-smoke-gpu", 5)
         _print_state(kube, "demo-seed004")
+        self._kube_batch(kube)
         self._topology(kube, kubeconfig)
+
+    def _kube_batch(self, kube: KubeClient) -> None:
+        namespace = "demo-kube-batch"
+        _say("== seed 000 as kube-batch's tutorial wrote it: its PodGroup, the annotation "
+             "scheduling.k8s.io/group-name, schedulerName kube-batch; 5 cpu for 6 pods")
+        _wait(lambda: len(_pods(kube, namespace)) == 6, 60, "the Job's 6 pods")
+        with contextlib.suppress(TimeoutError):  # the check below names what is missing
+            _wait(lambda: all("cannot be placed" in _why(p) for p in _pods(kube, namespace)),
+                  60, "the scheduler's verdict on every member")
+        self.check("kube-batch gang waits whole", not _bound(kube, namespace, "qj-1")
+                   and all("cannot be placed" in _why(p) for p in _pods(kube, namespace)),
+                   f"{len(_bound(kube, namespace, 'qj-1'))}/6 bound with room for 5")
+        _print_state(kube, namespace)
+        _say("   adding node kube-batch-c (1 cpu)...")
+        _node(kube, "kube-batch-c", "1", {"demo": "kube-batch"})
+        self._expect("kube-batch gang runs whole once it fits, status in kube-batch's shape",
+                     lambda: len(_bound(kube, namespace, "qj-1")) == 6
+                     and _kube_batch_phase(kube, namespace, "qj-1") == "Running",
+                     "6/6 bound; its PodGroup's phase Running")
+        _print_state(kube, namespace)
 
     def _topology(self, kube: KubeClient, kubeconfig: Path) -> None:
         _say("== topology: gangs placed whole inside one rack (spec.topology, Required)")
@@ -262,6 +302,11 @@ def _settled(kube: KubeClient, namespace: str, name: str, scheduled: int) -> Non
     """PodGroup status is written at most once a second: wait for it to catch up."""
     _wait(lambda: _group_status(kube, namespace, name).get("scheduled") == scheduled, 30,
           f"the status of {namespace}/{name}")
+
+
+def _kube_batch_phase(kube: KubeClient, namespace: str, name: str) -> str:
+    path = f"/apis/scheduling.incubator.k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
+    return str((kube.get(path).get("status") or {}).get("phase") or "")
 
 
 def _has_default_sa(kube: KubeClient, namespace: str) -> bool:
