@@ -8,8 +8,11 @@ from typing import Any
 import pytest
 
 from coscheduling.api.podgroups import parse_podgroup
+from coscheduling.api.pods import parse_pod
 from coscheduling.api.queues import parse_queue
 from coscheduling.eventhandlers import QueueEvents
+from coscheduling.groups import kubebatch, volcano
+from coscheduling.groups.membership import GROUP_NAME_ANNOTATION
 from coscheduling.plugins.drf import DRF
 from coscheduling.plugins.proportion import Proportion
 from tests.simulation import SimCluster
@@ -97,6 +100,29 @@ def test_a_gang_naming_a_missing_queue_waits_until_it_exists(sim: SimCluster) ->
     _queue(sim, "late")
     sim.run()
     assert _bound(sim, "late") == 2
+
+
+def test_volcano_and_kube_batch_podgroups_name_queues_the_same_way(sim: SimCluster) -> None:
+    """spec.queue of the other producers' PodGroups (coscheduling.groups) is read as ours."""
+    for n in range(3):
+        sim.add_node(f"n{n}", cpu="4")
+    for name, weight in (("a", 1), ("b", 2), ("c", 3)):
+        _queue(sim, name, weight)
+    for queue, api in (("a", volcano.API), ("b", kubebatch.API), ("c", volcano.API)):
+        for g in range(4):
+            group = f"{queue}-g{g}"
+            sim.groups.on_add(api.parse({
+                "metadata": {"name": group, "namespace": "ns", "uid": group},
+                "spec": {"minMember": 2, "queue": queue}}))
+            for i in range(2):
+                sim.pods.on_add(parse_pod({
+                    "metadata": {"name": f"{group}-{i}", "namespace": "ns",
+                                 "uid": f"{group}-{i}",
+                                 "annotations": {GROUP_NAME_ANNOTATION: group}},
+                    "spec": {"schedulerName": "batch-scheduler", "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}))
+    sim.run()
+    assert {q: _bound(sim, q) for q in "abc"} == {"a": 2, "b": 4, "c": 6}
 
 
 @pytest.mark.parametrize(
