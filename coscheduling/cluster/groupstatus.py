@@ -119,7 +119,14 @@ class GroupStatusWriter(CoalescingWriter[StatusInput]):
             return
         _keep_transition_times(previous, status)
         now = self._last_write[key] = time.monotonic()
-        self.client.patch(api.status_path(made_of.group), {"status": status})
+        try:
+            self.client.patch(api.status_path(made_of.group), {"status": status})
+        except ApiError as err:
+            if not (err.not_found and api.status_on_object_fallback):
+                raise
+            # No status subresource in this kind's CRD (or the object is gone, and this
+            # answers 404 as well).
+            self.client.patch(api.object_path(made_of.group), {"status": status})
         self._written[key] = status
         self.writes += 1
         self.history.append((key, now))

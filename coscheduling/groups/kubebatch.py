@@ -24,4 +24,5 @@ def parse(obj: dict[str, Any]) -> PodGroup:
 
 API = GroupApi(title=f"kube-batch PodGroup ({GROUP}/{VERSION})", group=GROUP, version=VERSION,
                tag=GROUP_NAME, parse=parse, shape=volcano.shape, rank=1,
-               reports_admission=True)
+               reports_admission=True,
+               status_on_object_fallback=True)

@@ -39,6 +39,9 @@ class GroupApi:
     rank: int = 0
     # Whether the shape reads StatusInput.fits (costs a pass over the nodes).
     reports_admission: bool = False
+    # The producer's own CRD may lack the status subresource (Volcano's does): status is
+    # then written on the object itself, which deploy/11-rbac-status-on-object.yaml allows.
+    status_on_object_fallback: bool = False
 
     @property
     def api_version(self) -> str:
@@ -48,9 +51,12 @@ class GroupApi:
     def path(self) -> str:
         return f"/apis/{self.group}/{self.version}/{self.plural}"
 
-    def status_path(self, record: PodGroup) -> str:
+    def object_path(self, record: PodGroup) -> str:
         return (f"/apis/{self.group}/{self.version}/namespaces/{q(record.namespace)}/"
-                f"{self.plural}/{q(record.name)}/status")
+                f"{self.plural}/{q(record.name)}")
+
+    def status_path(self, record: PodGroup) -> str:
+        return f"{self.object_path(record)}/status"
 
 
 def pick(status: dict[str, Any], *fields: str) -> dict[str, Any]:

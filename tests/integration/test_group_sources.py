@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.groups.membership import (
@@ -275,3 +276,34 @@ def test_volcano_groups_are_admitted_before_their_pods_exist_only_when_they_fit(
     printed = kubectl(local_cluster, "get", volcano.resource, "-n", namespace).stdout
     assert any(line.split()[:2] == ["fits", "Inqueue"] for line in printed.splitlines()), printed
     assert any(line.split()[:2] == ["huge", "Pending"] for line in printed.splitlines()), printed
+
+
+def test_status_is_written_on_the_object_where_the_owners_crd_has_no_status_subresource(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+        local_cluster: LocalCluster, tmp_path: Any) -> None:
+    """Volcano's own CRD has no status subresource: status is then a field of the object."""
+    volcano = KINDS[1]
+    source = COMPAT / f"{volcano.resource}.yaml"
+    crd = yaml.safe_load(source.read_text())
+    for version in crd["spec"]["versions"]:
+        version.pop("subresources", None)
+    bare = tmp_path / "volcano-without-status.yaml"
+    bare.write_text(yaml.safe_dump(crd))
+    kubectl(local_cluster, "apply", "-f", str(bare))
+    try:
+        probe = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups"
+        kube.create(probe, _object("scheduling.volcano.sh/v1beta1", "probe", {"minMember": 1}))
+        wait_until(lambda: not _served(kube, f"{probe}/probe/status"),
+                   what="the status subresource gone")
+        sched = start_scheduler()
+        make_node(f"bare-{namespace}", cpu="2")
+        _create_group(kube, volcano, namespace, "g", 2)
+        wait_until(lambda: _status(local_cluster, volcano, namespace, "g").get("phase")
+                   == "Inqueue", what="Inqueue written on the object")
+        for i in range(2):
+            create_pod(kube, namespace, _member(volcano, f"g-{i}", "g", 2, sched.name))
+        wait_until(lambda: _bound(kube, namespace, "g") == 2, what="the gang bound")
+        wait_until(lambda: _status(local_cluster, volcano, namespace, "g").get("phase")
+                   == "Running", what="Running written on the object")
+    finally:
+        kubectl(local_cluster, "apply", "-f", str(source))

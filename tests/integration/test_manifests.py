@@ -411,15 +411,15 @@ def test_a_status_the_producers_do_not_know_is_refused_naming_the_field(
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 READ = frozenset({"get", "list", "watch"})
-WRITE_STATUS = frozenset({"patch", "update"})
+WRITE_STATUS = frozenset({"patch"})
 # (group, resource, subresource) -> exactly the verbs the scheduler has on it.
 FOREIGN_GRANTS = {
     **{(group, "podgroups", sub): verbs
        for group in ("scheduling.x-k8s.io", "scheduling.volcano.sh",
                      "scheduling.incubator.k8s.io")
        for sub, verbs in (("", READ), ("status", WRITE_STATUS))},
-    ("scheduling.volcano.sh", "queues", ""): READ,
-    ("scheduling.volcano.sh", "queues", "status"): WRITE_STATUS,
+    ("scheduling.volcano.sh", "queues", ""): frozenset(),  # spec.queue names our Queues
+    ("scheduling.volcano.sh", "queues", "status"): frozenset(),
     ("scheduling.incubator.k8s.io", "queues", ""): frozenset(),
     ("scheduling.incubator.k8s.io", "queues", "status"): frozenset(),
     ("scheduling.volcano.sh", "jobs", ""): frozenset(),
@@ -462,8 +462,27 @@ def test_the_scheduler_may_exactly_read_foreign_gangs_and_write_their_status(
                          (("patch", "podgroups.scheduling.volcano.sh"), "no"),
                          (("delete", "podgroups.scheduling.x-k8s.io"), "no"),
                          (("update", "podgroups.scheduling.incubator.k8s.io",
-                           "--subresource=status"), "yes"),
+                           "--subresource=status"), "no"),
                          (("create", "queues.scheduling.volcano.sh"), "no")):
         result = kubectl(local_cluster, "auth", "can-i", f"--as={SCHEDULER_SA}", *args,
                          "-n", "some-team", check=False)
         assert result.stdout.strip() == answer, (args, result.stdout, result.stderr)
+
+
+def test_status_on_the_object_is_granted_only_by_its_own_manifest(
+        local_cluster: LocalCluster, kube: KubeClient, compat_crds: None,
+        shipped_rbac: None) -> None:
+    """deploy/11-rbac-status-on-object.yaml (for owners' CRDs without the status subresource)
+    adds patch on Volcano's and kube-batch's PodGroups, and nothing else."""
+    manifest = REPO / "deploy" / "11-rbac-status-on-object.yaml"
+    kubectl(local_cluster, "apply", "-f", str(manifest))
+    try:
+        wait_until(lambda: _allowed(kube, "patch", "scheduling.volcano.sh", "podgroups", ""),
+                   what="patch on Volcano PodGroups granted")
+        for group in ("scheduling.volcano.sh", "scheduling.incubator.k8s.io"):
+            assert _allowed(kube, "patch", group, "podgroups", "")
+            assert not _allowed(kube, "delete", group, "podgroups", "")
+            assert not _allowed(kube, "update", group, "podgroups", "")
+        assert not _allowed(kube, "patch", "scheduling.x-k8s.io", "podgroups", "")
+    finally:
+        kubectl(local_cluster, "delete", "-f", str(manifest), "--ignore-not-found")
