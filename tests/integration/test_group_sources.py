@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.cluster.client import KubeClient
 from coscheduling.groups.membership import (
     GROUP_NAME_ANNOTATION,
     LABEL_ONLY_MIN,
@@ -30,6 +30,7 @@ from tests.integration.fixtures import COMPAT, kubectl
 from tests.integration.kube import (
     create_pod,
     create_podgroup,
+    exists,
     list_pods,
     pod_body,
     pod_condition,
@@ -141,7 +142,7 @@ def _placed(kind: Kind, status: dict[str, Any]) -> bool:
 
 
 @pytest.fixture
-def kind_served(local_cluster: LocalCluster, request: pytest.FixtureRequest) -> Kind:
+def kindexists(local_cluster: LocalCluster, request: pytest.FixtureRequest) -> Kind:
     kind: Kind = request.param
     if kind.name == "native":  # the local control plane serves its release's Workload API
         assert local_cluster.workload_api.group_version == "scheduling.k8s.io/v1beta1", (
@@ -221,21 +222,13 @@ def test_the_highest_marker_wins_and_the_conflict_is_a_warning(
 KUBE_BATCH_CRD = "podgroups.scheduling.incubator.k8s.io"
 
 
-def _served(kube: KubeClient, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError:
-        return False
-    return True
-
-
 def test_a_crd_installed_while_the_scheduler_runs_is_picked_up(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         local_cluster: LocalCluster) -> None:
     kind = KINDS[2]  # kube-batch
     kubectl(local_cluster, "delete", "crd", KUBE_BATCH_CRD, "--ignore-not-found",
             "--timeout=120s")
-    wait_until(lambda: not _served(kube, "/apis/scheduling.incubator.k8s.io/v1alpha1"),
+    wait_until(lambda: not exists(kube, "/apis/scheduling.incubator.k8s.io/v1alpha1"),
                what="kube-batch's API gone")
     try:
         sched = start_scheduler()
@@ -246,7 +239,7 @@ def test_a_crd_installed_while_the_scheduler_runs_is_picked_up(
         message = pod_condition(kube, namespace, "g-0", "PodScheduled").get("message", "")
         assert f'"{namespace}/g" not found (annotation {GROUP_NAME_ANNOTATION}=g)' in message
         kubectl(local_cluster, "apply", "-f", str(COMPAT / f"{KUBE_BATCH_CRD}.yaml"))
-        wait_until(lambda: _served(kube, kind.path(namespace)), what="kube-batch served")
+        wait_until(lambda: exists(kube, kind.path(namespace)), what="kube-batch served")
         _create_group(kube, kind, namespace, "g", 2)
         wait_until(lambda: _bound(kube, namespace, "g") == 2, timeout=90,
                    what="the gang bound once the CRD and its PodGroup exist")
@@ -293,7 +286,7 @@ def test_status_is_written_on_the_object_where_the_owners_crd_has_no_status_subr
     try:
         probe = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups"
         kube.create(probe, _object("scheduling.volcano.sh/v1beta1", "probe", {"minMember": 1}))
-        wait_until(lambda: not _served(kube, f"{probe}/probe/status"),
+        wait_until(lambda: not exists(kube, f"{probe}/probe/status"),
                    what="the status subresource gone")
         sched = start_scheduler()
         make_node(f"bare-{namespace}", cpu="2")
