@@ -204,16 +204,22 @@ def join_gang(body: dict[str, Any], gang: str, api: str) -> None:
                                    else GROUP_LABEL] = gang
 
 
-def podgroup_body(name: str, size: int, api: str,
-                  queue: str = "") -> tuple[str, dict[str, Any]]:
+def podgroup_body(name: str, size: int, api: str, queue: str = "",
+                  priority_class: str = "") -> tuple[str, dict[str, Any]]:
     """(collection path, body) of a PodGroup in the API of the scheduler under test
     (api: ours | upstream | native).
 
-    Only minMember (minCount) is set: each scheduler then uses its default timeout.
+    Only minMember (minCount) is set: each scheduler then uses its default timeout. The
+    native PodGroup also names its members' PriorityClass (kube-scheduler refuses a gang
+    whose pods' priority differs from the group's) and asks to be disrupted whole.
     """
     if api == "native":
         version = NATIVE_PG_API
-        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": size}}}
+        # A gang is evicted whole or not at all (workload-aware preemption, beta in 1.37).
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": size}},
+                                "disruptionMode": {"all": {}}}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
     else:
         version = UPSTREAM_PG_API if api == "upstream" else OUR_PG_API
         spec = {"minMember": size}

@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -184,7 +185,8 @@ def create_podgroups(kube: KubeClient, workload: Workload, members: dict[str, li
                      contender: Contender) -> None:
     def make(gang: str) -> None:
         queue = workload.queue(gang_index(gang)) if contender.queues else ""
-        path, body = podgroup_body(gang, len(members[gang]), api_of(contender), queue)
+        path, body = podgroup_body(gang, len(members[gang]), api_of(contender), queue,
+                                   workload.priority(gang_index(gang)))
         with_retries(lambda: kube.create(path, body), f"PodGroup {gang}")
 
     with ThreadPoolExecutor(CREATORS) as pool:
@@ -755,6 +757,17 @@ TERMS = (
 )
 
 
+def source_state() -> str:
+    """The commit ours ran from, and whether the tree had uncommitted changes to it."""
+    def git(*command: str) -> str:
+        done = subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True,
+                              check=False)
+        return done.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "coscheduling")
+    return git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if changed else "")
+
+
 def metadata(args: argparse.Namespace, chosen: list[Contender]) -> dict[str, Any]:
     info = machine()
     return {
@@ -765,6 +778,7 @@ def metadata(args: argparse.Namespace, chosen: list[Contender]) -> dict[str, Any
                     f"{os.getloadavg()[0]:.1f} at the start"),
         "scale": args.scale,
         "repeat": args.repeat,
+        "commit": source_state(),
         "kubernetes": KUBERNETES_VERSION,
         "scheduler_plugins": upstream.PLUGINS_VERSION,
         "settle_seconds": args.settle,

@@ -23,6 +23,7 @@ from coscheduling.config.load import dump_defaults
 
 OUR_SCHEDULER_NAME = "batch-scheduler"
 OUR_METRICS_ADDRESS = "127.0.0.1:10251"  # our default metricsBindAddress
+OUR_GRPC_ADDRESS = "127.0.0.1:50051"  # our default gRPC plugin server
 CEILING_SCHEDULER_NAME = "bench-ceiling"
 NATIVE_SCHEDULER_NAME = "default-scheduler"
 STOP_GRACE = 10.0
@@ -105,6 +106,10 @@ class Contender:
             path = workdir / "ours-config.yaml"
             path.write_text(yaml.safe_dump(config, sort_keys=False))
             command.append(f"--config={path}")
+        if not _port_free(OUR_GRPC_ADDRESS):
+            grpc = f"127.0.0.1:{free_port()}"
+            command.append(f"--address={grpc}")
+            self.notes.append(f"{OUR_GRPC_ADDRESS} was busy: gRPC on {grpc}")
         self.metrics_url = f"http://{address}/metrics"
         return command
 

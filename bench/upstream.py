@@ -22,6 +22,7 @@ from coscheduling.localcluster.build import (
     KUBERNETES_VERSION,
     BuildError,
     cache_dir,
+    kubernetes_ldflags,
     required_version,
 )
 
@@ -47,13 +48,9 @@ def binary_path() -> Path:
 
 
 def _ldflags() -> str:
-    """Stamp the Kubernetes release, as a release build would (else v0.0.0-master)."""
-    major, minor = KUBERNETES_VERSION.split(".")[:2]
-    values = {"gitVersion": f"v{KUBERNETES_VERSION}", "gitMajor": major, "gitMinor": minor,
-              "gitTreeState": "clean"}
-    stamps = [f"-X k8s.io/{pkg}/version.{key}={value}"
-              for pkg in ("component-base", "client-go/pkg") for key, value in values.items()]
-    return " ".join(["-s", "-w", *stamps])
+    """Stamp the Kubernetes release it is built from, as a release build would (else
+    v0.0.0-master): the wrapper module's, not the local control plane's."""
+    return kubernetes_ldflags(required_version(MODULE_DIR / "go.mod", "k8s.io/kubernetes"))
 
 
 def ensure_binary() -> Path:
