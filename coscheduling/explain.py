@@ -1,4 +1,4 @@
-"""``coscheduling explain NAMESPACE/GROUP``: why a gang is where it is, for a person.
+"""``coscheduling explain NAMESPACE/GROUP[@KIND]``: why a gang is where it is, for a person.
 
 Everything comes from the API server (the PodGroup's status and conditions, the members'
 PodScheduled conditions and the scheduler's events), so it works from any machine with read
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION
-from coscheduling.api.podgroups import parse_podgroup
+from coscheduling import GROUP_API, GROUP_VERSION
+from coscheduling.api.podgroups import PodGroup
+from coscheduling.api.pods import parse_pod
 from coscheduling.api.queues import PLURAL as QUEUES
 from coscheduling.api.times import format_duration, parse_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
+from coscheduling.groups import apis_for_tag
+from coscheduling.groups.membership import LABEL_ONLY
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -73,17 +76,43 @@ def _queue_line(client: KubeClient, name: str) -> str:
             f'running {status.get("running", 0)}')
 
 
+def _find(client: KubeClient, namespace: str, name: str,
+          tag: str) -> tuple[PodGroup, dict[str, Any], str] | str:
+    """The group object a gang key names (record, status, kind's title), or why none."""
+    apis = apis_for_tag(tag)
+    if not apis:  # a label-only group: made from its members' labels, no object
+        return PodGroup(namespace=namespace, name=name, tag=tag, api_version=""), {}, \
+            "label-only group"
+    for api in apis:
+        try:
+            raw = client.get(api.object_path(PodGroup(namespace=namespace, name=name)))
+        except ApiError as err:
+            if err.not_found:
+                continue
+            raise
+        return api.parse(raw), raw.get("status") or {}, api.title
+    return " or ".join(f'{api.title} "{namespace}/{name}"' for api in apis) + " not found."
+
+
 def explain(client: KubeClient, namespace: str, name: str) -> str:
-    path = f"/apis/{GROUP_API}/{GROUP_VERSION}/namespaces/{q(namespace)}/podgroups/{q(name)}"
-    try:
-        raw = client.get(path)
-    except ApiError as err:
-        if err.not_found:
-            return f'PodGroup "{namespace}/{name}" not found.'
-        raise
-    group = parse_podgroup(raw)
-    status = raw.get("status") or {}
-    lines = [f"PodGroup {namespace}/{name}: phase {status.get('phase') or 'Pending'}, "
+    """``name`` is a PodGroup's name, or a gang key's ``name@kind`` (as the scheduler's
+    messages name gangs of other producers' kinds, e.g. ``train@x-k8s``)."""
+    name, _, tag = name.partition("@")
+    found = _find(client, namespace, name, tag)
+    if isinstance(found, str):
+        return found
+    group, status, title = found
+    members = [p for p in client.get(f"/api/v1/namespaces/{q(namespace)}/pods").get("items")
+               or () if parse_pod(p).group_key == group.key]
+    if tag == LABEL_ONLY and members:
+        group.min_member = min(parse_pod(p).membership.min_available for p in members)
+    return _explain(client, group, status, title, members)
+
+
+def _explain(client: KubeClient, group: PodGroup, status: dict[str, Any], title: str,
+             pods: list[dict[str, Any]]) -> str:
+    namespace, name = group.namespace, group.name
+    lines = [f"{title} {namespace}/{name}: phase {status.get('phase') or 'Pending'}, "
              f"minMember {group.min_member}"
              + (f", maxScheduleTime {format_duration(group.max_schedule_time)}"
                 if group.max_schedule_time else "")]
@@ -101,8 +130,6 @@ def explain(client: KubeClient, namespace: str, name: str) -> str:
         lines += _table([["TYPE", "STATUS", "SINCE", "MESSAGE"]] + [
             [c.get("type", ""), c.get("status", ""), c.get("lastTransitionTime", ""),
              c.get("message", "")] for c in conditions])
-    pods = client.get(f"/api/v1/namespaces/{q(namespace)}/pods",
-                      labelSelector=f"{GROUP_LABEL}={name}").get("items") or []
     events = _latest_events(client, namespace) if pods else {}
     lines.append(f"Members ({len(pods)} of minMember {group.min_member}):")
     if pods:
@@ -117,5 +144,5 @@ def explain(client: KubeClient, namespace: str, name: str) -> str:
             lines.append(f"Waiting for: {group.min_member - bound} more members to be placed "
                          f"together with the {bound} placed.")
     else:
-        lines.append(f"  none: create pods labelled {GROUP_LABEL}: {name} in {namespace}")
+        lines.append(f"  none yet in {namespace}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from coscheduling.cluster.client import KubeClient
+from coscheduling.explain import explain
 from coscheduling.groups.membership import (
     GROUP_NAME_ANNOTATION,
     LABEL_ONLY_MIN,
@@ -49,6 +50,7 @@ class Kind:
     resource: str  # for kubectl get; "" when there is no object
     make: Callable[[str, int], dict[str, Any]] | None
     mark: Callable[[dict[str, Any], str, int], None]
+    tag: str  # what ends its gang keys
 
     def path(self, namespace: str) -> str:
         plural, group = self.resource.split(".", 1)
@@ -85,18 +87,18 @@ def _label_only(body: dict[str, Any], group: str, minimum: int) -> None:
 KINDS = [
     Kind("scheduler-plugins", "podgroups.scheduling.x-k8s.io",
          lambda n, m: _object("scheduling.x-k8s.io/v1alpha1", n, {"minMember": m}),
-         _label(X_K8S_LABEL)),
+         _label(X_K8S_LABEL), "x-k8s"),
     Kind("volcano", "podgroups.scheduling.volcano.sh",
          lambda n, m: _object("scheduling.volcano.sh/v1beta1", n, {"minMember": m}),
-         _annotate),
+         _annotate, "group-name"),
     Kind("kube-batch", "podgroups.scheduling.incubator.k8s.io",
          lambda n, m: _object("scheduling.incubator.k8s.io/v1alpha1", n, {"minMember": m}),
-         _annotate),
+         _annotate, "group-name"),
     Kind("native", "podgroups.scheduling.k8s.io",
          lambda n, m: _object("scheduling.k8s.io/v1beta1", n,
                               {"schedulingPolicy": {"gang": {"minCount": m}}}),
-         _native_mark),
-    Kind("label-only", "", None, _label_only),
+         _native_mark, "native"),
+    Kind("label-only", "", None, _label_only, "label"),
 ]
 
 
@@ -142,7 +144,7 @@ def _placed(kind: Kind, status: dict[str, Any]) -> bool:
 
 
 @pytest.fixture
-def kindexists(local_cluster: LocalCluster, request: pytest.FixtureRequest) -> Kind:
+def kind_served(local_cluster: LocalCluster, request: pytest.FixtureRequest) -> Kind:
     kind: Kind = request.param
     if kind.name == "native":  # the local control plane serves its release's Workload API
         assert local_cluster.workload_api.group_version == "scheduling.k8s.io/v1beta1", (
@@ -189,6 +191,8 @@ def test_a_gang_with_room_for_five_of_six_binds_none_until_room_is_added(
         create_pod(kube, namespace, _member(kind, f"g-{i}", "g", 6, sched.name))
     wait_until(lambda: _unschedulable(kube, namespace, "g-0"), what="g-0 Unschedulable")
     assert _bound(kube, namespace, "g") == 0
+    text = explain(kube, namespace, f"g@{kind.tag}")  # as the pods' messages name the gang
+    assert "Members (6 of minMember 6)" in text and "Waiting for: 6 more members" in text, text
     make_node(f"one-{namespace}", cpu="1")
     wait_until(lambda: _bound(kube, namespace, "g") == 6, what="all 6 bound")
     sched.watcher.check_settled()
