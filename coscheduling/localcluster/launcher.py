@@ -44,6 +44,7 @@ __all__ = [
     "LocalCluster",
     "child_setup",
     "free_ports",
+    "http_ok",
     "log_tail",
     "running_components",
     "stop_from_state",
@@ -175,7 +176,7 @@ def child_setup(die_with_parent: bool) -> Callable[[], None] | None:
     return setup
 
 
-def _http_ok(url: str, context: ssl.SSLContext | None, token: str | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None, token: str | None = None) -> bool:
     request = urllib.request.Request(url)
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
@@ -385,17 +386,17 @@ class LocalCluster:
 
     def _apiserver_ready(self) -> bool:
         context = self._apiserver_context()
-        return _http_ok(f"{self.server}/readyz", context, self.admin_token)
+        return http_ok(f"{self.server}/readyz", context, self.admin_token)
 
     def _etcd_ready(self) -> bool:
-        return _http_ok(f"http://127.0.0.1:{self.etcd_client_port}/health", None)
+        return http_ok(f"http://127.0.0.1:{self.etcd_client_port}/health", None)
 
     def _controller_manager_ready(self) -> bool:
         # kube-controller-manager serves a self-signed certificate of its own.
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        return _http_ok(f"https://127.0.0.1:{self.kcm_port}/healthz", context)
+        return http_ok(f"https://127.0.0.1:{self.kcm_port}/healthz", context)
 
     # -- configuration -----------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import http.client
 import json
 import os
 import shutil
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +32,7 @@ import yaml
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 
 from .build import BuildError, cache_dir, exclusive_lock, find_go
-from .launcher import LocalCluster, child_setup, free_ports, log_tail
+from .launcher import LocalCluster, child_setup, free_ports, http_ok, log_tail
 
 __all__ = [
     "TRAINING_OPERATOR_VERSION",
@@ -296,12 +294,7 @@ class TrainingOperator:
                 os.replace(partial, directory / name)
 
     def _ready(self) -> bool:
-        url = f"http://127.0.0.1:{self.probe_port}/readyz"
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bool(response.status == 200)
-        except (OSError, http.client.HTTPException):
-            return False
+        return http_ok(f"http://127.0.0.1:{self.probe_port}/readyz", None)
 
     def _wait(self, condition: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT

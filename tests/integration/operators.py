@@ -37,6 +37,8 @@ def start_training_operator(local_cluster: LocalCluster, compat_crds: None,
     yield start
     for operator in started:
         operator.stop()
+        assert operator.process is None or operator.process.poll() is not None, \
+            f"training-operator pid {operator.pid} still running after stop()"
 
 
 def pytorchjob(name: str, *, workers: int, cpu: str) -> dict[str, Any]:
