@@ -123,11 +123,12 @@ def start_waiting_gang(kube: KubeClient, namespace: str, sched: Any, group: str,
         create_pod(kube, namespace, pod_body(f"{group}-{i}", scheduler=sched.name,
                                              group=group))
     scheduler = sched.service.scheduler
-    wait_until(lambda: len(scheduler.cache.group_pods(f"{namespace}/{group}")) == size,
+    key = f"{namespace}/{group}"
+    wait_until(lambda: len(scheduler.cache.group_pods(key)) == size,
                what=f"the {size} members of {group} in the scheduler's cache")
-    while len([w for w in scheduler.waiting_pods if w.pod.group == group]) < size - 1:
+    while len([w for w in scheduler.waiting_pods if w.pod.group_key == key]) < size - 1:
         assert scheduler.schedule_one(timeout=5) is not None, "nothing left to schedule"
-    return sorted(w.pod.name for w in scheduler.waiting_pods if w.pod.group == group)
+    return sorted(w.pod.name for w in scheduler.waiting_pods if w.pod.group_key == key)
 
 
 def create_priority_class(kube: KubeClient, name: str, value: int) -> None:

@@ -164,7 +164,8 @@ def test_missing_group_waits_with_reason_and_plain_pods_schedule(
     condition = wait_until(lambda: pod_condition(kube, namespace, "orphan", "PodScheduled"),
                            what="orphan's condition")
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
-    assert f'PodGroup "{namespace}/later" not found' in condition["message"]
+    assert f'PodGroup (batch.scheduler.tencent.com/v1) "{namespace}/later" not found' in \
+        condition["message"]
     create_podgroup(kube, namespace, "later", 1)
     wait_until(lambda: placement(kube, namespace).get("orphan"), what="orphan bound")
 

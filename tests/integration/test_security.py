@@ -40,7 +40,8 @@ def test_a_pod_cannot_join_a_podgroup_in_another_namespace(
     create_pod(kube, other, pod_body("intruder", scheduler=sched.name, group="g"))
     condition = wait_until(lambda: pod_condition(kube, other, "intruder", "PodScheduled"),
                            what="the intruder's condition")
-    assert f'PodGroup "{other}/g" not found' in condition["message"]
+    assert f'PodGroup (batch.scheduler.tencent.com/v1) "{other}/g" not found' in \
+        condition["message"]
     create_pod(kube, namespace, pod_body("member", scheduler=sched.name, group="g"))
     wait_until(lambda: bound_count(kube, namespace, "g") == 1, what="the real member bound")
     assert bound_count(kube, other, "g") == 0
