@@ -332,9 +332,11 @@ def profile_tables(raw: str, top: int = 15) -> dict[str, list[tuple[str, float]]
             "samples": [("total", float(total))]}
 
 
-def profile_markdown(tables: Mapping[str, list[tuple[str, float]]], context: str) -> str:
+def profile_markdown(tables: Mapping[str, list[tuple[str, float]]], context: str,
+                     workload: str = "W1") -> str:
     samples = int(tables["samples"][0][1]) if tables["samples"] else 0
-    lines = ["# Profile of ours during W1 (py-spy --gil: samples of the thread holding the GIL)",
+    lines = [f"# Profile of ours during {workload} (py-spy --gil: samples of the thread "
+             "holding the GIL)",
              "",
              context, "", f"Samples: {samples} (100 Hz).", ""]
     for kind, title in (("cumulative", "cumulative (inclusive)"), ("self", "self")):

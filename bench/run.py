@@ -631,7 +631,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cap", type=float, default=900.0,
                         help="longest a single run may take, in seconds")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
-                        help="skip the extra W1 run of ours under py-spy")
+                        help="skip the extra run of ours under py-spy")
+    parser.add_argument("--profile-on", default="W1", metavar="WORKLOAD",
+                        help="the workload of that extra run (default W1)")
     parser.add_argument("--publish", action=argparse.BooleanOptionalAction, default=None,
                         help="copy the table to bench/RESULTS.md (default: at scale 1)")
     parser.add_argument("--render", type=Path, metavar="DIR", nargs="+",
@@ -696,9 +698,9 @@ def main(argv: list[str] | None = None) -> int:
                                  "pods": workloads[name].pods, "timeline": [], "notes": []})
                 save()
     profiled = next((key for key in ("ours-eq", "ours") if key in picked), None)
-    if args.profile and profiled and "W1" in chosen:
-        document["profile"] = profile_run(workloads["W1"], contenders()[profiled], outdir,
-                                          args)
+    if args.profile and profiled and args.profile_on in chosen:
+        document["profile"] = profile_run(workloads[args.profile_on], contenders()[profiled],
+                                          outdir, args)
         save()
     publish = args.publish if args.publish is not None else args.scale == 1.0
     return finish(document, outdir, publish)
@@ -822,7 +824,11 @@ def finish(document: dict[str, Any], outdir: Path, publish: bool) -> int:
             text += "\n" + profile.read_text().replace("\n# ", "\n## ", 1).replace(
                 "# Profile", "## Profile", 1).replace("\n## Top", "\n### Top")
         RESULTS_COPY.write_text(text)
-        log(f"copied the table to {RESULTS_COPY}")
+        # The raw figures beside the table, without the per-pod bind timelines (the chart).
+        slim = {**document, "runs": [{k: v for k, v in run.items() if k != "timeline"}
+                                     for run in document["runs"]]}
+        RESULTS_COPY.with_name("results.json").write_text(json.dumps(slim, indent=1) + "\n")
+        log(f"copied the table and results.json to {RESULTS_COPY.parent}")
     print(table)
     for problem in broken:
         print(f"BENCHMARK FAILURE: {problem}", file=sys.stderr)
@@ -835,8 +841,8 @@ def finish(document: dict[str, Any], outdir: Path, publish: bool) -> int:
 
 def profile_run(workload: Workload, contender: Contender, outdir: Path,
                 args: argparse.Namespace) -> dict[str, Any]:
-    """An extra W1 run of ours with py-spy attached (not in the table: py-spy slows it)."""
-    raw_path = outdir / "profile-W1-ours.txt"
+    """An extra run of ours with py-spy attached (not in the table: py-spy slows it)."""
+    raw_path = outdir / f"profile-{workload.name}-ours.txt"
     try:
         result = run_one(workload, contender, outdir / "profile", settle=args.settle,
                          cap=args.cap, profile_to=raw_path)
@@ -846,9 +852,12 @@ def profile_run(workload: Workload, contender: Contender, outdir: Path,
     if not raw_path.is_file():
         return {"error": f"py-spy wrote no profile; see {outdir / 'profile'}"}
     tables = report.profile_tables(raw_path.read_text())
-    context = (f"W1 at scale {args.scale}: {result.get('bound')}/{result['pods']} pods bound "
-               f"at {result.get('throughput_whole') or 0:.1f} pods/s under py-spy.")
-    (outdir / "profile.md").write_text(report.profile_markdown(tables, context))
+    context = (f"{workload.name} at scale {args.scale}, {contender.key}: "
+               f"{result.get('bound')}/{result['pods']} pods bound at "
+               f"{result.get('throughput_whole') or 0:.1f} pods/s under py-spy, scheduler CPU "
+               f"{result.get('cpu_seconds') or 0:.1f} s.")
+    (outdir / "profile.md").write_text(report.profile_markdown(tables, context,
+                                                               workload.name))
     log(f"profile of ours: {outdir / 'profile.md'}")
     return {"run": {k: v for k, v in result.items() if k != "timeline"},
             "self": tables["self"], "cumulative": tables["cumulative"]}

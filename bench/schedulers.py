@@ -6,6 +6,7 @@ Every process started here is stopped here (SIGTERM, then SIGKILL), by its own p
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ from coscheduling.config.load import dump_defaults
 OUR_SCHEDULER_NAME = "batch-scheduler"
 OUR_METRICS_ADDRESS = "127.0.0.1:10251"  # our default metricsBindAddress
 OUR_GRPC_ADDRESS = "127.0.0.1:50051"  # our default gRPC plugin server
+OURS_CONFIG_VAR = "BENCH_OURS_CONFIG"  # JSON: top-level configuration keys to change
 CEILING_SCHEDULER_NAME = "bench-ceiling"
 NATIVE_SCHEDULER_NAME = "default-scheduler"
 STOP_GRACE = 10.0
@@ -97,12 +99,17 @@ class Contender:
         if not _port_free(address):
             address = f"127.0.0.1:{free_port()}"
             self.notes.append(f"{OUR_METRICS_ADDRESS} was busy: metricsBindAddress {address}")
-        if address != OUR_METRICS_ADDRESS or self.qps is not None:
-            # The defaults, with only the port and (equal limits) the client limits changed.
+        overrides = json.loads(os.environ.get(OURS_CONFIG_VAR) or "{}")
+        if overrides:
+            self.notes.append(f"configuration changed by ${OURS_CONFIG_VAR}: {overrides}")
+        if address != OUR_METRICS_ADDRESS or self.qps is not None or overrides:
+            # The defaults, with only the port and (equal limits) the client limits changed,
+            # and for experiments what $BENCH_OURS_CONFIG sets (top-level keys).
             config = dump_defaults()
             config["metricsBindAddress"] = address
             if self.qps is not None:
                 config["clientConnection"].update(qps=self.qps, burst=self.burst)
+            config.update(overrides)
             path = workdir / "ours-config.yaml"
             path.write_text(yaml.safe_dump(config, sort_keys=False))
             command.append(f"--config={path}")
