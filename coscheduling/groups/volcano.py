@@ -59,6 +59,8 @@ def read_admission_fields(group: PodGroup, spec: dict[str, Any], errors: list[st
 def admission_phase(status: StatusInput) -> str:
     """Our phase in the admission vocabulary of Volcano and kube-batch."""
     ours = status.status.get("phase")
+    if status.group.errors:
+        return PENDING
     if ours == pg.PHASE_FINISHED:
         return COMPLETED
     if ours in (pg.PHASE_SCHEDULED, pg.PHASE_RUNNING):
@@ -74,7 +76,7 @@ def shape(status: StatusInput) -> dict[str, Any]:
     phase = admission_phase(status)
     conditions = [dict(c) for c in status.status.get("conditions") or ()
                   if c.get("type") in ("Scheduled", "Unschedulable")]
-    if phase == PENDING:
+    if phase == PENDING and not status.group.errors:
         conditions = [c for c in conditions if c.get("type") != "Unschedulable"]
         conditions.append({"type": "Unschedulable", "status": "True",
                            "reason": "NotEnoughResources",

@@ -396,3 +396,19 @@ def test_scheduler_names_first_is_primary() -> None:
                           default_registry())
     assert config.scheduler_name == "batch-scheduler"
     assert config.scheduler_names == ("batch-scheduler", "volcano")
+
+
+def test_an_invalid_group_says_why_on_its_own_status(sim: SimCluster) -> None:
+    """A producer that waits on the group's status (the training operator on Volcano's
+    phase) creates no pod to carry the reason: the group itself says what is wrong."""
+    plugin = sim.scheduler.framework.instances["Coscheduling"]
+    assert isinstance(plugin, Coscheduling)
+    sim.add_node("n1")
+    sim.groups.on_add(volcano.API.parse(obj({"minMember": 2, "minTaskMember": {"w": 2}})))
+    made_of = plugin.status_of("ns/g@group-name")
+    assert made_of is not None
+    shaped = volcano.API.shape(made_of)
+    assert shaped["phase"] == volcano.PENDING
+    (condition,) = shaped["conditions"]
+    assert (condition["type"], condition["reason"]) == ("Unschedulable", "InvalidSpec")
+    assert "spec.minTaskMember: per-task minimums are not implemented" in condition["message"]

@@ -6,6 +6,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import add_into
 from coscheduling.api.times import format_rfc3339
 from coscheduling.framework.cycle_state import CycleState
@@ -318,8 +319,13 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         """What the status of ``group_key`` is made of (None if the group is gone)."""
         with self.handle.cache.lock:
             group = self.handle.podgroup(group_key)
-            if group is None or not group.valid:
+            if group is None:
                 return None
+            if not group.valid:  # said on the group too: a producer waiting on its status
+                why = f'PodGroup "{group_key}" is invalid: ' + "; ".join(group.errors)
+                return StatusInput(group, {"phase": pg.PHASE_PENDING, "conditions": [{
+                    "type": "Unschedulable", "status": "True", "reason": "InvalidSpec",
+                    "message": why}]}, fits=False, why_not=why)
             manager = self.manager
             frozen = manager.frozen(group_key)
             view = GroupView(
