@@ -715,7 +715,7 @@ def describe(contender: Contender) -> str:
                 "pods and POSTs a Binding to the next node round-robin that still has room; "
                 "no gang semantics, no preemption, no queues")
     if contender.base == "upstream":
-        return (f"kube-scheduler v{KUBERNETES_VERSION} libraries + scheduler-plugins "
+        return (f"kube-scheduler v{upstream.LIBRARIES_VERSION} libraries + scheduler-plugins "
                 f"v{upstream.PLUGINS_VERSION} Coscheduling (multiPoint, only QueueSort, "
                 f"PreFilter on), permitWaitingTimeSeconds "
                 f"{upstream.PERMIT_WAITING_TIME_SECONDS}, podGroupBackoffSeconds "

@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 
 from coscheduling.localcluster.build import (
-    KUBERNETES_VERSION,
     BuildError,
     cache_dir,
     kubernetes_ldflags,
@@ -47,10 +46,14 @@ def binary_path() -> Path:
     return cache_dir() / "bin" / f"scheduler-plugins-v{PLUGINS_VERSION}" / "kube-scheduler"
 
 
+# The Kubernetes release scheduler-plugins is built from (its wrapper module's, which need
+# not be the local control plane's).
+LIBRARIES_VERSION = required_version(MODULE_DIR / "go.mod", "k8s.io/kubernetes")
+
+
 def _ldflags() -> str:
-    """Stamp the Kubernetes release it is built from, as a release build would (else
-    v0.0.0-master): the wrapper module's, not the local control plane's."""
-    return kubernetes_ldflags(required_version(MODULE_DIR / "go.mod", "k8s.io/kubernetes"))
+    """Stamp that release, as a release build would (else v0.0.0-master)."""
+    return kubernetes_ldflags(LIBRARIES_VERSION)
 
 
 def ensure_binary() -> Path:
@@ -64,7 +67,7 @@ def ensure_binary() -> Path:
                          f"v{PLUGINS_VERSION} into {out.parent}")
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".kube-scheduler.partial-{os.getpid()}")
-    _log(f"building {PACKAGE} v{PLUGINS_VERSION} (k8s v{KUBERNETES_VERSION}) from Go modules...")
+    _log(f"building {PACKAGE} v{PLUGINS_VERSION} (k8s v{LIBRARIES_VERSION}) from Go modules...")
     started = time.monotonic()
     command = [go, "build", "-mod=readonly", "-ldflags", _ldflags(), "-o", str(partial),
                PACKAGE]
