@@ -82,8 +82,18 @@ class FastClient:
             raise ApiError(response.status, str(answer.get("message", "")), answer)
         return answer if isinstance(answer, dict) else {}
 
-    def get_text(self, path: str) -> str:
-        """A GET whose answer is text (the API server's /metrics)."""
+    def get_text(self, path: str, attempts: int = 3) -> str:
+        """A GET whose answer is text (the API server's /metrics); a kept-alive connection
+        the server closed while idle is opened again."""
+        for _ in range(attempts - 1):
+            try:
+                return self._get_text(path)
+            except ApiError as err:
+                if err.status != 0:
+                    raise
+        return self._get_text(path)
+
+    def _get_text(self, path: str) -> str:
         connection = self._connection()
         try:
             connection.request("GET", path, headers={**self.headers, "Accept": "text/plain"})
