@@ -11,7 +11,7 @@ import pytest
 
 from bench import report
 from bench.observe import api_writes, writes_delta
-from bench.run import plan, waves
+from bench.run import merged, plan, waves
 from bench.workloads import TRICKLE_WINDOW, Workload, build_workloads, deserved_slots
 
 
@@ -166,3 +166,17 @@ def test_aggregate_takes_medians_per_workload_and_contender() -> None:
     assert table["W1"]["ours"]["throughput_whole"] == {
         "median": 20.0, "min": 10.0, "max": 30.0, "runs": 3}
     assert table["W1"]["upstream"]["throughput_whole"]["runs"] == 1
+
+
+def test_merged_keeps_every_run_and_where_it_came_from() -> None:
+    def document(release: str, contenders: dict[str, str], runs: int) -> dict[str, Any]:
+        return {"meta": {"date": f"d-{release}", "kubernetes": release, "machine": "m",
+                         "scale": 0.1, "contenders": contenders},
+                "runs": [{"workload": "W1", "scheduler": next(iter(contenders))}] * runs}
+
+    whole = merged([document("1.37.2", {"ours-eq": "a"}, 2),
+                    document("1.35.8", {"upstream": "b"}, 1)])
+    assert [run["kubernetes"] for run in whole["runs"]] == ["1.37.2", "1.37.2", "1.35.8"]
+    assert whole["meta"]["contenders"] == {"ours-eq": "a", "upstream": "b"}
+    assert [part["kubernetes"] for part in whole["meta"]["parts"]] == ["1.37.2", "1.35.8"]
+    assert whole["meta"]["date"] == "d-1.37.2"
