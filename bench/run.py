@@ -729,7 +729,7 @@ def describe(contender: Contender) -> str:
     return ("`coscheduling run`: the default configuration and profile (kube-scheduler's "
             "default plugins and weights, plus Proportion and DRF), gang timeout 60 s, "
             f"bindingParallelism 16; {limits} (its own: 200/400; events through a separate "
-            "client at 50/100)")
+            "client with the same limits)")
 
 
 TERMS = (
@@ -737,11 +737,11 @@ TERMS = (
     "weights (TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1, BalancedAllocation 1, "
     "ImageLocality 1, InterPodAffinity 2, PodTopologySpread 2; every default filter; "
     "DefaultPreemption). Client limits: the `-eq` columns give every contender QPS 5000/"
-    "burst 10000; the plain columns keep each one's defaults. Event policy: each "
-    "scheduler's own (not configurable alike): kube-scheduler writes an events.k8s.io "
-    "Event per bound pod through a client with the contender's limits; ours coalesces and "
-    "writes through a separate client at QPS 50/burst 100, so many of its events land "
-    "after the run. The API writes rows count what the API server itself counted "
+    "burst 10000; the plain columns keep each one's defaults. Event policy: both write an "
+    "Event per bound pod from one asynchronous writer through an event client with the "
+    "main client's limits (kube-scheduler's events.k8s.io broadcaster; ours' reporter, "
+    "which also coalesces a pod's superseded reports), so ours' slower writer lands many "
+    "of its events after the run. The API writes rows count what the API server itself counted "
     "(`apiserver_request_total`, verbs POST/PUT/PATCH/DELETE/APPLY, by resource, delta "
     "from the first pod created to the end of the run, the harness's own pod creations "
     "left out), so the events each one wrote inside the window are visible.",

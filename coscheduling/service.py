@@ -74,9 +74,10 @@ class SchedulerService:
         fault = faults.from_environment()
         fenced = config.leader_election.leader_elect
         self.client = BindingClient(settings) if fault or fenced else KubeClient(settings)
-        # Events and conditions get their own client, and so their own rate limit.
+        # Events and conditions get their own client, and so their own rate limit: the same
+        # limits as the main client's, as kube-scheduler gives its event client.
         self.report_client = KubeClient(
-            ClientSettings(settings.kubeconfig, qps=50, burst=100, token=token),
+            ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst, token=token),
             self.client.configuration,
         )
         self.reporter = Reporter(self.report_client, config.scheduler_name)
