@@ -40,16 +40,8 @@ def available() -> str | None:
 
 def config(kubeconfig: Path, qps: float | None, burst: int | None) -> dict[str, Any]:
     """The default profile; client limits kube-scheduler's own unless `qps` is given."""
-    connection: dict[str, Any] = {"kubeconfig": str(kubeconfig)}
-    if qps is not None:
-        connection.update(qps=qps, burst=burst)
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "clientConnection": connection,
-        "profiles": [{"schedulerName": PROFILE}],
-    }
+    return {**upstream.base_config(kubeconfig, qps, burst),
+            "profiles": [{"schedulerName": PROFILE}]}
 
 
 def command(kubeconfig: Path, workdir: Path, port: int, qps: float | None,

@@ -105,6 +105,17 @@ def crd_manifest() -> Path:
     return path
 
 
+def base_config(kubeconfig: Path, qps: float | None, burst: int | None) -> dict[str, Any]:
+    """A kube-scheduler configuration without profiles: no leader election; client limits
+    kube-scheduler's own (QPS 50, burst 100) unless ``qps`` is given."""
+    connection: dict[str, Any] = {"kubeconfig": str(kubeconfig)}
+    if qps is not None:
+        connection.update(qps=qps, burst=burst)
+    return {"apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration", "leaderElection": {"leaderElect": False},
+            "clientConnection": connection}
+
+
 def config(kubeconfig: Path, qps: float | None = None,
            burst: int | None = None) -> dict[str, Any]:
     """The configuration upstream's docs recommend, tuned as they allow.
@@ -115,15 +126,7 @@ def config(kubeconfig: Path, qps: float | None = None,
     for gangs below 5 members, and every workload here has gangs of 5 or more (or a mix).
     Client limits: kube-scheduler's own (QPS 50, burst 100) unless `qps` is given.
     """
-    connection: dict[str, Any] = {"kubeconfig": str(kubeconfig)}
-    if qps is not None:
-        connection.update(qps=qps, burst=burst)
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "clientConnection": connection,
-        "profiles": [{
+    return {**base_config(kubeconfig, qps, burst), "profiles": [{
             "schedulerName": PROFILE,
             "plugins": {
                 "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
@@ -135,8 +138,7 @@ def config(kubeconfig: Path, qps: float | None = None,
                                        PERMIT_WAITING_TIME_SECONDS,
                                        "podGroupBackoffSeconds":
                                        POD_GROUP_BACKOFF_SECONDS}}],
-        }],
-    }
+        }]}
 
 
 def command(binary: Path, kubeconfig: Path, workdir: Path, port: int,
