@@ -73,6 +73,9 @@ class PodEvents:
 
     def on_update(self, old: Pod, new: Pod) -> None:
         s = self.s
+        if new.group_key != old.group_key and new.group_key:  # relabelled into a group
+            with s.cache.lock:
+                labelonly.observe(new, s.podgroups())
         if new.group_key and (old.phase != new.phase or old.node_name != new.node_name):
             s.group_changed(new.group_key)
         if new.terminal or (new.deleting and not new.node_name):
@@ -252,7 +255,8 @@ class PodGroupEvents:
             # Status writes (ours included) come back as updates: keep the record, but do
             # not wake the group's pods, or every status write would retry a frozen gang.
             with self.s.cache.lock:
-                self.s.podgroups()[new.key] = new
+                if self.table.used(new.key) is new:
+                    self.s.podgroups()[new.key] = new
             return
         self._changed(new)
 
@@ -271,12 +275,14 @@ class PodGroupEvents:
 
     def _changed(self, group: PodGroup) -> None:
         s = self.s
-        s.group_changed(group.key)
         with s.cache.lock:
+            if self.table.used(group.key) is not group:
+                return  # another kind's watch put a higher-ranked object there meanwhile
             s.podgroups()[group.key] = group
             keys: list[str] = []
             for plugin in s.event_plugins:
                 keys += plugin.group_changed(group)
+        s.group_changed(group.key)
         s.move_groups(keys or [group.key])
 
     def on_delete(self, group: PodGroup) -> None:
@@ -286,6 +292,7 @@ class PodGroupEvents:
                 self._changed(used)  # the kind that waited behind it takes over
             return
         s = self.s
+        s.group_changed(group.key)
         with s.cache.lock:
             s.podgroups().pop(group.key, None)
             s.finished.pop(group.key, None)

@@ -42,7 +42,7 @@ from coscheduling.eventhandlers import (
     StoreEvents,
     VolumeEvents,
 )
-from coscheduling.groups import FOREIGN_APIS, GroupApi, ours
+from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, scheduled_here
 from coscheduling.groups.discovery import GroupDiscovery
 from coscheduling.groups.table import KindTable
 from coscheduling.httpendpoint import HttpEndpoint
@@ -134,6 +134,9 @@ class SchedulerService:
         self.status_writer: GroupStatusWriter | None = None
         gang = s.framework.instances.get("Coscheduling")
         if isinstance(gang, Coscheduling):
+            names = config.scheduler_names
+            gang.owns = lambda group, members: scheduled_here(
+                group, (p.scheduler_name for p in members), names)
             self.status_writer = GroupStatusWriter(self.report_client, gang.status_of)
             s.group_listeners.append(self.status_writer.mark)
         self.queue_writer: QueueStatusWriter | None = None

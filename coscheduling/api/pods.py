@@ -253,10 +253,6 @@ def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class _MarkerError(Exception):
-    """A malformed group marker; its message already names the field."""
-
-
 def parse_pod(obj: dict[str, Any]) -> Pod:
     """Build a Pod record from the API's JSON. Malformed fields are kept as ``parse_error``.
 
@@ -276,11 +272,6 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pod.created = parse_rfc3339(meta.get("creationTimestamp"))
         field = "metadata.labels"
         pod.labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
-        field = "metadata"
-        pod.membership = membership(pod.namespace, pod.labels,
-                                    _mapping(meta.get("annotations")), spec)
-        if pod.membership.error:
-            raise _MarkerError(pod.membership.error)
         field = "metadata.ownerReferences"
         pod.owner = _controller(meta)
         field = "status.phase"
@@ -333,8 +324,12 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         fields = [f"spec.{name}" for name in PLACEMENT_FIELDS if spec.get(name)]
         if fields:
             pod.placement_fields = tuple(fields)
-    except _MarkerError as err:
-        pod.parse_error = str(err)
     except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
         pod.parse_error = f"{field}: {err}"
+    # Last, so that a malformed marker costs nothing else of the pod (a bound pod's requests
+    # still count on its node); the pod is refused with the marker's error.
+    pod.membership = membership(pod.namespace, pod.labels, _mapping(meta.get("annotations")),
+                                spec)
+    if pod.membership.error and not pod.parse_error:
+        pod.parse_error = pod.membership.error
     return pod

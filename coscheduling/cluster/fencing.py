@@ -75,8 +75,10 @@ def wait_admitted(client: BindingClient, namespace: str, still_leading: Callable
             client.request("POST", f"/api/v1/namespaces/{q(namespace)}/pods/{probe}/binding",
                            query={"dryRun": "All"}, body=body)
         except ApiError as err:
-            if not (err.status == 403 and "ValidatingAdmissionPolicy" in str(err)):
-                return True  # admitted (then not found), or refused for another reason
+            fenced_out = err.status == 403 and "ValidatingAdmissionPolicy" in str(err)
+            unanswered = err.status in (0, 429) or err.status >= 500  # admission unknown
+            if not (fenced_out or unanswered):
+                return True  # admitted, then not found (or refused by something else)
             if not warned and time.monotonic() - started > 5:
                 log.warning("the fencing policy does not admit this leader yet: %s", err)
                 warned = True

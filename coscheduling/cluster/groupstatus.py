@@ -114,7 +114,11 @@ class GroupStatusWriter(CoalescingWriter[StatusInput]):
             self._written.pop(key, None)
             return
         status = api.shape(made_of)  # in the shape of the group's own kind
-        previous = self._written.get(key)
+        # What was written counts only for the same object: a kind of higher rank taking a
+        # gang over, or a group recreated under its name, is written afresh.
+        identity = (made_of.group.api_version, made_of.group.uid)
+        written = self._written.get(key)
+        previous = written[1] if written is not None and written[0] == identity else None
         if previous is not None and _same(previous, status):
             return
         _keep_transition_times(previous, status)
@@ -127,7 +131,7 @@ class GroupStatusWriter(CoalescingWriter[StatusInput]):
             # No status subresource in this kind's CRD (or the object is gone, and this
             # answers 404 as well).
             self.client.patch(api.object_path(made_of.group), {"status": status})
-        self._written[key] = status
+        self._written[key] = (identity, status)
         self.writes += 1
         self.history.append((key, now))
 

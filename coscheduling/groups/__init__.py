@@ -15,9 +15,11 @@ records: a gang is a gang whoever made it.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.groups import kubebatch, native, ours, schedulerplugins, volcano
-from coscheduling.groups.membership import NO_GROUP, Membership, membership
+from coscheduling.groups.membership import NO_GROUP, OURS, Membership, membership
 from coscheduling.groups.source import GroupApi, StatusInput
 
 # Other producers' kinds: watched only while the API server serves them (see discovery).
@@ -39,6 +41,21 @@ def apis_for_tag(tag: str) -> tuple[GroupApi, ...]:
 
 
 
+def scheduled_here(record: PodGroup, member_schedulers: Iterable[str],
+                   names: Collection[str]) -> bool:
+    """Whether this scheduler (running under ``names``) owns the group's status: ours
+    always; another producer's kind when a member asks for one of the names, or, before any
+    member exists, when the names include the scheduler that kind is made for (another
+    scheduler in the cluster may be scheduling the rest, and its status is its own)."""
+    api = api_for(record)
+    if api is None or api.tag == OURS:
+        return True
+    schedulers = set(member_schedulers)
+    if schedulers:
+        return bool(schedulers & set(names))
+    return bool(api.scheduler_name) and api.scheduler_name in names
+
+
 def missing_message(member: Membership, namespace: str) -> str:
     """Why a pod whose group object does not exist waits, naming the marker and the kinds."""
     kinds = " or ".join(api.title for api in apis_for_tag(member.tag))
@@ -47,4 +64,4 @@ def missing_message(member: Membership, namespace: str) -> str:
 
 
 __all__ = ["APIS", "FOREIGN_APIS", "NO_GROUP", "GroupApi", "Membership", "StatusInput",
-           "api_for", "apis_for_tag", "membership", "missing_message"]
+           "api_for", "apis_for_tag", "membership", "missing_message", "scheduled_here"]

@@ -25,4 +25,4 @@ def parse(obj: dict[str, Any]) -> PodGroup:
 API = GroupApi(title=f"kube-batch PodGroup ({GROUP}/{VERSION})", group=GROUP, version=VERSION,
                tag=GROUP_NAME, parse=parse, shape=volcano.shape, rank=1,
                reports_admission=True,
-               status_on_object_fallback=True)
+               status_on_object_fallback=True, scheduler_name="kube-batch")

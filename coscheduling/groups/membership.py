@@ -48,43 +48,50 @@ NO_GROUP = Membership()
 
 def membership(namespace: str, labels: dict[str, str], annotations: dict[str, Any],
                spec: dict[str, Any]) -> Membership:
-    """The pod's gang, from its labels, annotations and spec."""
-    found: list[tuple[str, str, str]] = []  # (tag, name, marker), in PRECEDENCE order
+    """The pod's gang, from its labels, annotations and spec. A marker with an empty value
+    is no marker; a malformed marker is an error only when it is the one the pod follows."""
+    found: list[tuple[str, str, str, str]] = []  # (tag, name, marker, error), by precedence
     group_ref = spec.get("schedulingGroup")
     if group_ref is not None:
         name = group_ref.get("podGroupName") if isinstance(group_ref, dict) else None
         if not isinstance(name, str) or not name:
-            return Membership(error="spec.schedulingGroup.podGroupName: must name a "
-                                    f"PodGroup, got {name!r}")
-        found.append((NATIVE, name, f"spec.schedulingGroup.podGroupName={name}"))
-    if X_K8S_LABEL in labels:
+            found.append((NATIVE, "", "spec.schedulingGroup", "spec.schedulingGroup."
+                          f"podGroupName: must name a PodGroup, got {name!r}"))
+        else:
+            found.append((NATIVE, name, f"spec.schedulingGroup.podGroupName={name}", ""))
+    if labels.get(X_K8S_LABEL):
         name = labels[X_K8S_LABEL]
-        found.append((SCHEDULER_PLUGINS, name, f"label {X_K8S_LABEL}={name}"))
-    if GROUP_NAME_ANNOTATION in annotations:
-        name = annotations[GROUP_NAME_ANNOTATION]
-        if not isinstance(name, str) or len(name) > 253 or not _NAME.match(name):
-            return Membership(error=f"metadata.annotations[{GROUP_NAME_ANNOTATION}]: "
-                                    f"{name!r} is not a valid PodGroup name")
-        found.append((GROUP_NAME, name, f"annotation {GROUP_NAME_ANNOTATION}={name}"))
-    if GROUP_LABEL in labels:
+        found.append((SCHEDULER_PLUGINS, name, f"label {X_K8S_LABEL}={name}", ""))
+    raw_name = annotations.get(GROUP_NAME_ANNOTATION)
+    if raw_name:
+        marker = f"annotation {GROUP_NAME_ANNOTATION}={raw_name}"
+        valid = isinstance(raw_name, str) and len(raw_name) <= 253 and _NAME.match(raw_name)
+        found.append((GROUP_NAME, str(raw_name), marker, "" if valid else (
+            f"metadata.annotations[{GROUP_NAME_ANNOTATION}]: {raw_name!r} is not a valid "
+            "PodGroup name")))
+    if labels.get(GROUP_LABEL):
         name = labels[GROUP_LABEL]
-        found.append((OURS, name, f"label {GROUP_LABEL}={name}"))
+        found.append((OURS, name, f"label {GROUP_LABEL}={name}", ""))
     minimum = 0
-    if LABEL_ONLY_NAME in labels or LABEL_ONLY_MIN in labels:
-        name, raw = labels.get(LABEL_ONLY_NAME, ""), labels.get(LABEL_ONLY_MIN)
-        if not name or raw is None:
-            missing = LABEL_ONLY_MIN if raw is None else LABEL_ONLY_NAME
-            return Membership(error=f"metadata.labels[{missing}]: a label-only group needs "
-                                    f"both {LABEL_ONLY_NAME} and {LABEL_ONLY_MIN}")
-        if not raw.isdigit() or int(raw) < 1:
-            return Membership(error=f"metadata.labels[{LABEL_ONLY_MIN}]: must be an integer "
-                                    f">= 1, got {raw!r}")
-        minimum = int(raw)
-        found.append((LABEL_ONLY, name, f"labels {LABEL_ONLY_NAME}={name}, "
-                                        f"{LABEL_ONLY_MIN}={raw}"))
+    if labels.get(LABEL_ONLY_NAME) or labels.get(LABEL_ONLY_MIN):
+        name, raw = labels.get(LABEL_ONLY_NAME, ""), labels.get(LABEL_ONLY_MIN, "")
+        marker = f"labels {LABEL_ONLY_NAME}={name}, {LABEL_ONLY_MIN}={raw}"
+        error = ""
+        if not name or not raw:
+            missing = LABEL_ONLY_MIN if not raw else LABEL_ONLY_NAME
+            error = (f"metadata.labels[{missing}]: a label-only group needs both "
+                     f"{LABEL_ONLY_NAME} and {LABEL_ONLY_MIN}")
+        elif not raw.isdigit() or int(raw) < 1:
+            error = (f"metadata.labels[{LABEL_ONLY_MIN}]: must be an integer >= 1, "
+                     f"got {raw!r}")
+        else:
+            minimum = int(raw)
+        found.append((LABEL_ONLY, name, marker, error))
     if not found:
         return NO_GROUP
-    tag, name, marker = found[0]
+    tag, name, marker, error = found[0]
+    ignored = tuple(m for _, _, m, _ in found[1:])
+    if error:
+        return Membership(marker=marker, ignored=ignored, error=error)
     return Membership(key=gang_key(namespace, name, tag), tag=tag, name=name, marker=marker,
-                      min_available=minimum if tag == LABEL_ONLY else 0,
-                      ignored=tuple(m for _, _, m in found[1:]))
+                      min_available=minimum if tag == LABEL_ONLY else 0, ignored=ignored)

@@ -39,6 +39,9 @@ class GroupApi:
     rank: int = 0
     # Whether the shape reads StatusInput.fits (costs a pass over the nodes).
     reports_admission: bool = False
+    # The scheduler that producer's groups are made for (e.g. "volcano"): a group without
+    # members yet is this scheduler's to admit only if it runs under that name too.
+    scheduler_name: str = ""
     # The producer's own CRD may lack the status subresource (Volcano's does): status is
     # then written on the object itself, which deploy/11-rbac-status-on-object.yaml allows.
     status_on_object_fallback: bool = False

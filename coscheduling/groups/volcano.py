@@ -86,4 +86,4 @@ def shape(status: StatusInput) -> dict[str, Any]:
 
 API = GroupApi(title=f"Volcano PodGroup ({GROUP}/{VERSION})", group=GROUP, version=VERSION,
                tag=GROUP_NAME, parse=parse, shape=shape, rank=0, reports_admission=True,
-               status_on_object_fallback=True)
+               status_on_object_fallback=True, scheduler_name="volcano")

@@ -66,7 +66,9 @@ def choose(cache: Cache, units: Sequence[Unit], fits: Fits,
         """Reprieve each of ``batch`` in order, each only if the preemptor still fits. A
         run that can be spared whole is tried in one ``fits``, halves only when it cannot:
         a storm of many candidate victims of which few are needed costs O(needed x log n)
-        placements, not one per candidate."""
+        placements, not one per candidate. Where keeping more pods never helps the
+        preemptor, the victims are exactly one-by-one's; where it can (pod affinity to a
+        victim), they may differ, but every state kept was one ``fits`` accepted."""
         if not batch:
             return []
         if reprieve([pod for pods in batch for pod in pods]):

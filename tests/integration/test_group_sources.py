@@ -11,6 +11,7 @@ event, a CRD installed while the scheduler runs, and Volcano's admission before 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -198,6 +199,11 @@ def test_a_gang_with_room_for_five_of_six_binds_none_until_room_is_added(
     sched.watcher.check_settled()
 
 
+def _with_volcano() -> dict[str, Any]:
+    """A scheduler of its own name that also answers to ``volcano``."""
+    return {"schedulerNames": [f"cs-{uuid.uuid4().hex[:8]}", "volcano"]}
+
+
 def _events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
     items = kube.get(f"/api/v1/namespaces/{namespace}/events").get("items") or []
     return [e for e in items if e.get("reason") == reason]
@@ -256,7 +262,7 @@ def test_volcano_groups_are_admitted_before_their_pods_exist_only_when_they_fit(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         local_cluster: LocalCluster) -> None:
     volcano = KINDS[1]
-    start_scheduler()
+    start_scheduler(_with_volcano())  # a group without pods is Volcano's scheduler's to admit
     make_node(f"adm-{namespace}", cpu="4")
     kube.create(volcano.path(namespace), _object("scheduling.volcano.sh/v1beta1", "fits", {
         "minMember": 2, "minResources": {"cpu": "2"}}))
@@ -292,7 +298,7 @@ def test_status_is_written_on_the_object_where_the_owners_crd_has_no_status_subr
         kube.create(probe, _object("scheduling.volcano.sh/v1beta1", "probe", {"minMember": 1}))
         wait_until(lambda: not exists(kube, f"{probe}/probe/status"),
                    what="the status subresource gone")
-        sched = start_scheduler()
+        sched = start_scheduler(_with_volcano())
         make_node(f"bare-{namespace}", cpu="2")
         _create_group(kube, volcano, namespace, "g", 2)
         wait_until(lambda: _status(local_cluster, volcano, namespace, "g").get("phase")

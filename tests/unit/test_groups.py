@@ -20,6 +20,7 @@ from coscheduling.groups import (
     membership,
     native,
     ours,
+    scheduled_here,
     schedulerplugins,
     volcano,
 )
@@ -412,3 +413,61 @@ def test_an_invalid_group_says_why_on_its_own_status(sim: SimCluster) -> None:
     (condition,) = shaped["conditions"]
     assert (condition["type"], condition["reason"]) == ("Unschedulable", "InvalidSpec")
     assert "spec.minTaskMember: per-task minimums are not implemented" in condition["message"]
+
+
+@pytest.mark.parametrize(("mark", "key"), [
+    ({"labels": {GROUP_LABEL: ""}}, ""),  # an empty value is no marker (a rendered template)
+    ({"labels": {X_K8S_LABEL: "", GROUP_LABEL: "g"}}, "ns/g"),
+    # a malformed marker below the one the pod follows is only ignored
+    (merged(X_K8S_MARK, label_only_mark("0")), "ns/g@x-k8s"),
+    (merged(OUR_MARK, {"annotations": {GROUP_NAME_ANNOTATION: ""}}), "ns/g"),
+])
+def test_empty_and_lower_malformed_markers(mark: dict[str, Any], key: str) -> None:
+    found = member(mark)
+    assert (found.key, found.error) == (key, "")
+
+
+def test_a_malformed_marker_costs_nothing_else_of_the_pod() -> None:
+    """A bound pod's requests still count on its node; a pending one is still ours, refused."""
+    pod = parse_pod({"metadata": {"name": "p", "namespace": "ns",
+                                  "labels": {LABEL_ONLY_NAME: "g"}},
+                     "spec": {"nodeName": "n1", "schedulerName": "batch-scheduler",
+                              "containers": [{"name": "c", "resources": {
+                                  "requests": {"cpu": "4"}}}]},
+                     "status": {"phase": "Running"}})
+    assert (pod.node_name, pod.scheduler_name, pod.phase, pod.requests["cpu"]) == (
+        "n1", "batch-scheduler", "Running", 4000)
+    assert pod.parse_error.startswith(f"metadata.labels[{LABEL_ONLY_MIN}]")
+
+
+@pytest.mark.parametrize(("api", "members", "names", "owned"), [
+    (ours.API, [], ["a"], True),
+    (schedulerplugins.API, ["a"], ["a"], True),
+    (schedulerplugins.API, ["other"], ["a"], False),  # another scheduler's gang
+    (schedulerplugins.API, [], ["a"], False),
+    (native.API, [], ["a"], False),  # kube-scheduler's, until a member asks for us
+    (volcano.API, [], ["a", "volcano"], True),  # admitted here before its pods exist
+    (volcano.API, [], ["a"], False),  # Volcano's own scheduler admits it
+    (kubebatch.API, [], ["kube-batch"], True),
+    (volcano.API, ["volcano"], ["a"], False),
+])
+def test_status_is_written_only_for_groups_scheduled_here(
+        api: GroupApi, members: list[str], names: list[str], owned: bool) -> None:
+    spec = ({"schedulingPolicy": {"gang": {"minCount": 2}}} if api is native.API
+            else {"minMember": 2})
+    assert scheduled_here(api.parse(obj(spec)), members, names) is owned
+
+
+def test_groups_admitted_in_one_pass_share_the_room(sim: SimCluster) -> None:
+    """Two groups that each fit, but not together: the second is not admitted before the
+    first's admission comes back through the watch."""
+    plugin = sim.scheduler.framework.instances["Coscheduling"]
+    assert isinstance(plugin, Coscheduling)
+    sim.add_node("n1", cpu="4")
+    for name in ("first", "second"):
+        sim.groups.on_add(volcano.API.parse(obj({"minMember": 2, "minResources": {"cpu": "3"}},
+                                                name=name)))
+    first = plugin.status_of("ns/first@group-name")
+    second = plugin.status_of("ns/second@group-name")
+    assert first is not None and first.fits
+    assert second is not None and not second.fits

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +64,13 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         self.manager = GangManager(handle, parse_args(args), self.name)
         self.preemption = Preemption(handle)
         self.partial_groups: set[str] = set()
-        # Groups whose kind admits them before pods exist, still waiting for room.
+        # Groups whose kind admits them before pods exist, still waiting for room; and those
+        # admitted here, whose room counts as promised even before the admission is seen
+        # coming back through the watch.
         self.awaiting_admission: set[str] = set()
+        self.admitted: set[str] = set()
+        # Whether this scheduler owns a group's status (the service sets it from its names).
+        self.owns: Callable[[PodGroup, Sequence[Pod]], bool] = lambda group, members: True
         # Set when the profile enables DRF: (group, pod, partial) -> the member's key.
         self.gang_order: Callable[[PodGroup, Pod, int], tuple[Any, ...]] | None = None
 
@@ -266,6 +271,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     def group_deleted(self, group_key: str) -> list[str]:
         self.awaiting_admission.discard(group_key)
+        self.admitted.discard(group_key)
         self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
         self.manager.forget_group(group_key)
         return [group_key]
@@ -319,7 +325,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         """What the status of ``group_key`` is made of (None if the group is gone)."""
         with self.handle.cache.lock:
             group = self.handle.podgroup(group_key)
-            if group is None:
+            if group is None or not self.owns(group, self.handle.cache.group_pods(group_key)):
                 return None
             if not group.valid:  # said on the group too: a producer waiting on its status
                 why = f'PodGroup "{group_key}" is invalid: ' + "; ".join(group.errors)
@@ -349,6 +355,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                 self.awaiting_admission.add(group_key)
             else:
                 self.awaiting_admission.discard(group_key)
+                self.admitted.add(group_key)
             return StatusInput(group, status, fits, why_not)
 
     def _promised(self, group_key: str) -> dict[str, int]:
@@ -356,7 +363,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         their producers were told is theirs before their pods exist."""
         promised: dict[str, int] = {}
         for key, group in self.handle.podgroups().items():
-            if key != group_key and group.phase == volcano.INQUEUE and group.min_resources \
+            admitted = group.phase == volcano.INQUEUE or key in self.admitted
+            if key != group_key and admitted and group.min_resources \
                     and not self.manager.counts(key).placed:
                 add_into(promised, group.min_resources)
         return promised
