@@ -63,23 +63,14 @@ class FastClient:
                 content_type: str = "application/json") -> dict[str, Any]:
         """One request; the decoded answer. Raises ApiError like KubeClient (status 0 for a
         broken connection, which is closed so the next request opens a fresh one)."""
-        payload = json.dumps(body).encode()
-        connection = self._connection()
-        try:
-            connection.request(method, path, payload,
-                               {**self.headers, "Content-Type": content_type})
-            response = connection.getresponse()
-            data = response.read()
-        except (OSError, http.client.HTTPException) as err:
-            connection.close()
-            self._local.conn = None
-            raise ApiError(0, f"{method} {path}: {err}") from err
+        status, data = self._exchange(method, path, json.dumps(body).encode(),
+                                      {"Content-Type": content_type})
         try:
             answer = json.loads(data) if data else {}
         except ValueError:
             answer = {"message": data[:200].decode(errors="replace")}
-        if response.status >= 300:
-            raise ApiError(response.status, str(answer.get("message", "")), answer)
+        if status >= 300:
+            raise ApiError(status, str(answer.get("message", "")), answer)
         return answer if isinstance(answer, dict) else {}
 
     def get_text(self, path: str, attempts: int = 3) -> str:
@@ -94,18 +85,24 @@ class FastClient:
         return self._get_text(path)
 
     def _get_text(self, path: str) -> str:
+        status, data = self._exchange("GET", path, None, {"Accept": "text/plain"})
+        if status >= 300:
+            raise ApiError(status, data[:200].decode(errors="replace"))
+        return data.decode()
+
+    def _exchange(self, method: str, path: str, payload: bytes | None,
+                  headers: Mapping[str, str]) -> tuple[int, bytes]:
+        """(status, body) of one request on this thread's connection; a broken connection
+        is closed (the next request opens a fresh one) and raised as ApiError status 0."""
         connection = self._connection()
         try:
-            connection.request("GET", path, headers={**self.headers, "Accept": "text/plain"})
+            connection.request(method, path, payload, {**self.headers, **headers})
             response = connection.getresponse()
-            data = response.read()
+            return response.status, response.read()
         except (OSError, http.client.HTTPException) as err:
             connection.close()
             self._local.conn = None
-            raise ApiError(0, f"GET {path}: {err}") from err
-        if response.status >= 300:
-            raise ApiError(response.status, data[:200].decode(errors="replace"))
-        return data.decode()
+            raise ApiError(0, f"{method} {path}: {err}") from err
 
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self.request("POST", path, body)
