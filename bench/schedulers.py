@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -26,6 +27,7 @@ OUR_SCHEDULER_NAME = "batch-scheduler"
 OUR_METRICS_ADDRESS = "127.0.0.1:10251"  # our default metricsBindAddress
 OUR_GRPC_ADDRESS = "127.0.0.1:50051"  # our default gRPC plugin server
 OURS_CONFIG_VAR = "BENCH_OURS_CONFIG"  # JSON: top-level configuration keys to change
+OURS_ARGS_VAR = "BENCH_OURS_ARGS"  # extra `coscheduling run` arguments (shell words)
 CEILING_SCHEDULER_NAME = "bench-ceiling"
 NATIVE_SCHEDULER_NAME = "default-scheduler"
 STOP_GRACE = 10.0
@@ -95,6 +97,10 @@ class Contender:
 
     def _ours(self, kubeconfig: Path, workdir: Path) -> list[str]:
         command = [sys.executable, "-m", "coscheduling", "run", f"--kubeconfig={kubeconfig}"]
+        extra = shlex.split(os.environ.get(OURS_ARGS_VAR, ""))
+        if extra:  # experiments only, e.g. "-v 1" for a debug log
+            command.extend(extra)
+            self.notes.append(f"arguments added by ${OURS_ARGS_VAR}: {' '.join(extra)}")
         address = OUR_METRICS_ADDRESS
         if not _port_free(address):
             address = f"127.0.0.1:{free_port()}"

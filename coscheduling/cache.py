@@ -10,6 +10,11 @@ The cache accounts three kinds of usage on a node:
   take that room half-way through; this is what keeps two gangs from each holding part of the
   cluster and waiting on each other.
 
+A preemptor claims the room its victims will free while they still run. Until they are gone
+that room is *handed over*: the victims and the preemptor's claims on a node share it, and it
+is counted once (see ``NodeInfo.used``), so other pods see the node exactly as full as it is
+and do not evict again for room that is already promised.
+
 One re-entrant lock guards the cache and everything the scheduler keeps beside it (gang
 state, waiting pods), because every decision reads all of it together.
 
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from coscheduling.api.nodes import Node
@@ -45,6 +50,7 @@ class NodeInfo:
         "claimed_nonzero_cpu",
         "claimed_nonzero_memory",
         "claims",
+        "handovers",
         "name",
         "node",
         "nonzero_cpu",
@@ -70,6 +76,8 @@ class NodeInfo:
         # cpu / memory defaults of best-effort containers, as an assumed pod does.
         self.claimed_nonzero_cpu = 0
         self.claimed_nonzero_memory = 0
+        # Victims still on this node -> the claims (pod keys) that will take their room.
+        self.handovers: dict[str, frozenset[str]] = {}
         self.ports: dict[tuple[str, str, int], int] = {}
         # Pods and claims here that carry pod (anti-)affinity, and the cache-wide index of
         # their affinities (shared by every node record of one cache).
@@ -124,12 +132,34 @@ class NodeInfo:
         self._track_affinity(pod, sign)
 
     def used(self, resource: str, excluding: str = "") -> int:
-        """Requested plus claimed ``resource``, not counting ``excluding``'s own claim."""
+        """Requested plus claimed ``resource``, not counting ``excluding``'s own claim, and
+        counting room handed over by victims to claims once."""
         total = self.requested.get(resource, 0) + self.claimed.get(resource, 0)
         own = self.claims.get(excluding) if excluding else None
         if own is not None:
             total -= own.requests.get(resource, 0)
+        if self.handovers:
+            total -= self._shared(lambda p: p.requests.get(resource, 0), excluding)
         return total
+
+    def _shared(self, amount: Callable[[Pod], int], excluding: str) -> int:
+        """What victims still here and the claims that take their room both count: per
+        preemption, the smaller of the two sides (a claim beyond its victims' room uses room
+        that was free; victims beyond the claims still hold theirs)."""
+        victims: dict[frozenset[str], int] = {}
+        for key, claimants in self.handovers.items():
+            pod = self.pods.get(key)
+            if pod is not None:  # not taken out for a preemption's simulation
+                victims[claimants] = victims.get(claimants, 0) + amount(pod)
+        shared = 0
+        for claimants, freed in victims.items():
+            takers = sum(amount(self.claims[key]) for key in claimants
+                         if key in self.claims and key != excluding)
+            shared += min(freed, takers)
+        return shared
+
+    def hand_over(self, victim: str, claimants: frozenset[str]) -> None:
+        self.handovers[victim] = claimants
 
     def nonzero_used(self, cpu: bool, excluding: str = "") -> int:
         """Non-zero cpu (``cpu``) or memory requested and claimed, for scoring; not counting
@@ -156,6 +186,8 @@ class NodeInfo:
         count = len(self.pods) + len(self.claims)
         if excluding and excluding in self.claims:
             count -= 1
+        if self.handovers:
+            count -= self._shared(lambda p: 1, excluding)
         return count
 
 
@@ -325,6 +357,8 @@ class Cache:
             pod = self._pods.pop(key, None)
             if pod is None:
                 return None
+            if pod.node_name in self._nodes:
+                self._nodes[pod.node_name].handovers.pop(key, None)
             self._unindex(pod)
             self._assumed.pop(key, None)
             self.release_claim(key)
@@ -346,6 +380,17 @@ class Cache:
                 for node_name, pod in gone:
                     self._nodes[node_name].add_pod(pod)
                     self._touch(node_name)
+
+    def hand_over(self, victims: Iterable[Pod], claimants: Iterable[str]) -> None:
+        """``victims`` were evicted to make room for the claims of ``claimants`` (pod keys):
+        until they are gone, their room and those claims are counted once."""
+        takers = frozenset(claimants)
+        with self.lock:
+            for victim in victims:
+                info = self._nodes.get(victim.node_name)
+                if info is not None and victim.key in info.pods:
+                    info.hand_over(victim.key, takers)
+                    self._touch(victim.node_name)
 
     # -- in-flight decisions ------------------------------------------------------------
     def assume(self, pod: Pod, node_name: str) -> None:

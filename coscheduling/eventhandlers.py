@@ -130,6 +130,7 @@ class PodEvents:
             if s.reporter is not None:
                 s.reporter.forget(pod)
             if known is not None and known.node_name:
+                s.victim_gone(known)
                 lost = pod if pod.node_name else known
                 groups = [key for plugin in s.event_plugins for key in plugin.pod_lost(lost)]
                 s.move_groups(groups)

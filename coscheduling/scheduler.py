@@ -45,6 +45,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+@dataclass
+class _Eviction:
+    """One preemption's victims not seen gone yet, and the pods waiting for their room."""
+
+    takers: tuple[str, ...]
+    left: set[str]
+
+
 @dataclass
 class CycleResult:
     """What one scheduling attempt decided, for tests and the gRPC surface."""
@@ -112,10 +121,11 @@ class Scheduler:
         self.priority_classes: dict[str, int] = {}
         self.pdbs: dict[str, Budget] = {}
         # Uids of the pods preemption evicted (their room goes to the preemptor, not to a
-        # replacement of their own), the latest few thousand.
-        self._evicted: LRUCache[str, None] = LRUCache(maxsize=10_000)
+        # replacement of their own), the latest few thousand, with their preemption.
+        self._evicted: LRUCache[str, _Eviction] = LRUCache(maxsize=10_000)
         self.evictor: Evictor | None = (
-            ApiEvictor(client, reporter, config.scheduler_name) if client is not None else None)
+            ApiEvictor(client, reporter, config.scheduler_name, self._pool)
+            if client is not None else None)
         # Leader election sets this; a bind goes out only while it answers True.
         self.may_bind: Callable[[], bool] = lambda: True
 
@@ -166,6 +176,18 @@ class Scheduler:
     def evicted_by_us(self, pod: Pod) -> bool:
         return pod.uid in self._evicted
 
+    def victim_gone(self, pod: Pod) -> None:
+        """A pod preemption evicted is gone: once all of its preemption's victims are, the
+        pods they made room for go straight to the active queue. Their room is claimed, so
+        waiting out a backoff would only leave it idle."""
+        eviction = self._evicted.get(pod.uid)
+        if eviction is None:
+            return
+        eviction.left.discard(pod.uid)
+        if not eviction.left and eviction.takers:
+            self.activate(eviction.takers)
+            eviction.takers = ()
+
     def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None:
         if self.reporter is not None:
             self.reporter.group_event(group, kind, reason, message)
@@ -179,13 +201,15 @@ class Scheduler:
     def preemption_enabled(self) -> bool:
         return any(p.name == "DefaultPreemption" for p in self.framework.post_filter_plugins)
 
-    def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
+    def evict(self, victims: Sequence[Pod], preemptor: str, takers: Sequence[str]) -> None:
         self.metrics.preemption_victims.observe(float(len(victims)))
+        self._cache.hand_over(victims, takers)
+        eviction = _Eviction(tuple(takers), {v.uid for v in victims})
         for victim in victims:
-            self._evicted[victim.uid] = None
+            self._evicted[victim.uid] = eviction
         evictor = self.evictor
         if evictor is not None and victims:
-            self._pool.submit(evictor.evict, list(victims), preemptor)
+            evictor.evict(list(victims), preemptor)
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         evictor = self.evictor
@@ -281,6 +305,7 @@ class Scheduler:
         return claimed
 
     def _fail(self, pod: Pod, status: Status, message: str) -> None:
+        log.debug("%s: %s", pod.key, message)
         unschedulable = status.rejected
         self.queue.requeue(pod, message, unschedulable=unschedulable)
         if self.reporter is not None:
@@ -339,6 +364,7 @@ class Scheduler:
                 self._undo(state, pod, node_name, Status.error(status.message), reserved=True)
             return
         self.metrics.pods_bound.inc()
+        log.debug("%s: bound to %s", pod.key, node_name)
         self.framework.run_post_bind(state, pod, node_name)
         if self.reporter is not None:
             self.reporter.scheduled(pod, node_name)

@@ -79,8 +79,10 @@ class Handle(Protocol):
     def preemption_enabled(self) -> bool:
         """Whether the profile preempts (DefaultPreemption is among its PostFilters)."""
 
-    def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
-        """Evict ``victims`` for ``preemptor`` through the API (asynchronously)."""
+    def evict(self, victims: Sequence[Pod], preemptor: str, takers: Sequence[str]) -> None:
+        """Evict ``victims`` for ``preemptor`` through the API (asynchronously); their room
+        is handed over to the claims of ``takers`` (pod keys), which are activated once the
+        victims are gone."""
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         """Record the node ``pod`` waits for (status.nominatedNodeName)."""

@@ -50,8 +50,11 @@ class Preemption:
         if (lowest is None or lowest >= priority) and not any(
                 g.priority_class_name for g in self.handle.podgroups().values()):
             return []
-        return eviction_units(self.handle.cache.pods(), priority, own_group,
-                              self.handle.podgroup, self.gang_priority)
+        # Pods this scheduler evicted already are going anyway: evicting them again frees
+        # nothing, and their room is promised to the preemptor they were evicted for.
+        leaving = self.handle.evicted_by_us
+        return eviction_units((p for p in self.handle.cache.pods() if not leaving(p)),
+                              priority, own_group, self.handle.podgroup, self.gang_priority)
 
     def violations(self, pods: Sequence[Pod]) -> set[str]:
         return pdb.violations(self.handle.budgets(), pods)

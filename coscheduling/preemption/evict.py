@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Protocol
 
 from coscheduling.api.times import format_rfc3339
@@ -20,7 +21,8 @@ log = logging.getLogger(__name__)
 
 class Evictor(Protocol):
     def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
-        """Evict ``victims`` (gracefully) for ``preemptor`` ("pod ns/x" or "gang ns/g")."""
+        """Evict one preemption's ``victims`` (gracefully) for ``preemptor`` ("pod ns/x" or
+        "gang ns/g"), without waiting for the writes: called under the cache lock."""
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         """Tell the world which node ``pod`` waits for."""
@@ -29,33 +31,39 @@ class Evictor(Protocol):
 class ApiEvictor:
     """Writes through the API server, as kube-scheduler's DefaultPreemption does."""
 
-    def __init__(self, client: KubeClient, reporter: Reporter | None, component: str) -> None:
+    def __init__(self, client: KubeClient, reporter: Reporter | None, component: str,
+                 executor: Executor) -> None:
         self.client = client
         self.reporter = reporter
         self.component = component
+        self.executor = executor
 
     def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
+        # One victim per task, so a preemption's victims go in parallel (as kube-scheduler
+        # evicts them) and its preemptor does not wait on their writes one after another.
         for pod in victims:
-            path = f"/api/v1/namespaces/{q(pod.namespace)}/pods/{q(pod.name)}"
-            condition = {
-                "type": "DisruptionTarget", "status": "True",
-                "reason": "PreemptionByScheduler",
-                "message": f"{self.component}: preempting to accommodate {preemptor}",
-                "lastTransitionTime": format_rfc3339(time.time()),
-            }
-            try:
-                self.client.patch(f"{path}/status", {"status": {"conditions": [condition]}},
-                                  kind="strategic")
-                # Graceful: the pod's own terminationGracePeriodSeconds; the uid guards
-                # against deleting a new pod of the same name.
-                self.client.request("DELETE", path,
-                                    body={"preconditions": {"uid": pod.uid}})
-            except ApiError as err:
-                if not err.not_found and not err.conflict:
-                    log.warning("evicting %s for %s failed: %s", pod.key, preemptor, err)
-                continue
-            if self.reporter is not None:
-                self.reporter.event(pod, "Normal", "Preempted", f"Preempted by {preemptor}")
+            self.executor.submit(self._evict_one, pod, preemptor)
+
+    def _evict_one(self, pod: Pod, preemptor: str) -> None:
+        path = f"/api/v1/namespaces/{q(pod.namespace)}/pods/{q(pod.name)}"
+        condition = {
+            "type": "DisruptionTarget", "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": f"{self.component}: preempting to accommodate {preemptor}",
+            "lastTransitionTime": format_rfc3339(time.time()),
+        }
+        try:
+            self.client.patch(f"{path}/status", {"status": {"conditions": [condition]}},
+                              kind="strategic")
+            # Graceful: the pod's own terminationGracePeriodSeconds; the uid guards against
+            # deleting a new pod of the same name.
+            self.client.request("DELETE", path, body={"preconditions": {"uid": pod.uid}})
+        except ApiError as err:
+            if not err.not_found and not err.conflict:
+                log.warning("evicting %s for %s failed: %s", pod.key, preemptor, err)
+            return
+        if self.reporter is not None:
+            self.reporter.event(pod, "Normal", "Preempted", f"Preempted by {preemptor}")
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         path = f"/api/v1/namespaces/{q(pod.namespace)}/pods/{q(pod.name)}/status"

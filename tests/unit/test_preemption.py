@@ -154,6 +154,52 @@ def test_the_freed_room_is_held_for_the_preemptor_gang(sim: SimCluster) -> None:
     assert "ns/sneak" not in sim.bound
 
 
+def _schedule_until_idle(sim: SimCluster) -> None:
+    """Run scheduling cycles while any pod is ready to try, finishing no eviction (a kubelet
+    that has not got round to it yet)."""
+    while sim.scheduler.schedule_one(timeout=0.05) is not None:
+        pass
+    sim.settle()
+
+
+def test_room_handed_over_to_a_preemptor_is_counted_once() -> None:
+    """Two gangs preempt on one node before any victim is gone. The second evicts only the
+    gang the first left, and once the first gang's own victims are gone it is bound at once,
+    while the second's victims still run: their room and the second gang's claims are the
+    same room, not twice as much. The backoff is long: the gang's members go back to the
+    queue when their victims are gone, not when a backoff ends."""
+    sim = SimCluster({"podInitialBackoffSeconds": 30, "podMaxBackoffSeconds": 30})
+    try:
+        sim.add_node("n", cpu="8")
+        _gang(sim, "low-a", 4, 4, priority=LOW)
+        _gang(sim, "low-b", 4, 4, priority=LOW)
+        sim.run()
+        _gang(sim, "high-1", 4, 4, priority=HIGH)
+        _schedule_until_idle(sim)
+        _gang(sim, "high-2", 4, 4, priority=HIGH)
+        _schedule_until_idle(sim)
+        by: dict[str, list[str]] = {}
+        for preemptor, keys in sim.evictions.by:
+            by.setdefault(preemptor, []).extend(keys)
+        first, second = by.pop("gang ns/high-1"), by.pop("gang ns/high-2")
+        assert not by
+        assert len(first) == len(second) == 4 and not set(first) & set(second)
+
+        for key in first:  # only the first gang's victims finish terminating
+            sim.delete_pod(key)
+        _schedule_until_idle(sim)
+        assert sim.bound_in_group("high-1") == 4
+        assert sim.bound_in_group("high-2") == 0
+        assert not sim.violations
+
+        sim.run()
+        assert sim.bound_in_group("high-2") == 4
+        assert len(sim.evictions.victims) == 8
+        assert not sim.violations
+    finally:
+        sim.close()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_randomized_priorities_never_break_a_gang_nor_evict_for_nothing(seed: int) -> None:
     """Random gangs at random priorities arrive in waves on a small cluster. At every bind

@@ -18,6 +18,7 @@ All methods run under ``cache.lock``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 SelectNode = Callable[["Pod"], "tuple[str | None, str]"]
 """pod -> (the node its own cycle would pick, or None; why no node fits)."""
+
+log = logging.getLogger(__name__)
 
 
 class _FreezeCache(TTLCache[str, tuple[float, str]]):
@@ -261,7 +264,8 @@ class GangManager:
         self._commit(group, members)
         gang = self.state(group.key)
         gang.victims = {v.key: v.uid for v in victims.pods}
-        self.handle.evict(victims.pods, f"gang {group.key}")
+        log.debug("gang %s preempts %s", group.key, describe_victims(victims))
+        self.handle.evict(victims.pods, f"gang {group.key}", [m.key for m in members])
         for member in members:
             self.handle.nominate(member, cache.claimed_node(member.key))
         self.handle.metrics.gang_preemptions.inc()

@@ -47,7 +47,7 @@ class DefaultPreemption(PostFilterPlugin):
         # victims terminate; the pod's next cycle tries that node first.
         self.handle.cache.claim(pod, node_name)
         self.preemption.remember(pod.key, victims)
-        self.handle.evict(victims.pods, f"pod {pod.key}")
+        self.handle.evict(victims.pods, f"pod {pod.key}", [pod.key])
         self.handle.nominate(pod, node_name)
         return Status(Code.SUCCESS,
                       (f"preempting {describe_victims(victims)} on node {node_name}",))

@@ -1,0 +1,104 @@
+"""The cache's accounting of a node: bound pods, claims, and the room victims hand over to
+the claims of the preemptor they were evicted for (counted once until they are gone)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from coscheduling.api.nodes import parse_node
+from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.cache import Cache
+
+
+def _pod(name: str, cpu: int, node: str = "") -> Pod:
+    spec: dict[str, object] = {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]}
+    if node:
+        spec["nodeName"] = node
+    return parse_pod({"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+                      "spec": spec})
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    bound: tuple[tuple[str, int], ...]  # (pod, cpu) bound on the node
+    claims: tuple[tuple[str, int], ...]  # (pod, cpu) claimed on the node
+    handovers: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (victims, claimants)
+    gone: tuple[str, ...]  # victims whose deletion was seen
+    excluding: str  # whose own claim is left out (a claimant's own Filter)
+    used: int  # cpu used, in cores
+    pods: int  # pods and claims, each counted once
+
+
+CASES = [
+    Case("no preemption: pods and claims add up", (("a", 2), ("b", 2)), (("c", 1),), (), (),
+         "", 5, 3),
+    Case("victims and the claims they make room for: counted once",
+         (("keep", 4), ("v1", 1), ("v2", 1), ("v3", 1), ("v4", 1)),
+         (("h1", 1), ("h2", 1), ("h3", 1), ("h4", 1)),
+         ((("v1", "v2", "v3", "v4"), ("h1", "h2", "h3", "h4")),), (), "", 8, 5),
+    Case("a claimant's own Filter while its victims still run: no room yet",
+         (("keep", 4), ("v1", 1), ("v2", 1), ("v3", 1), ("v4", 1)),
+         (("h1", 1), ("h2", 1), ("h3", 1), ("h4", 1)),
+         ((("v1", "v2", "v3", "v4"), ("h1", "h2", "h3", "h4")),), (), "h1", 8, 5),
+    Case("victims gone: the claims hold the room",
+         (("keep", 4), ("v1", 1), ("v2", 1), ("v3", 1), ("v4", 1)),
+         (("h1", 1), ("h2", 1), ("h3", 1), ("h4", 1)),
+         ((("v1", "v2", "v3", "v4"), ("h1", "h2", "h3", "h4")),), ("v1", "v2", "v3", "v4"),
+         "h1", 7, 4),
+    Case("victims beyond the claims keep their room until they go",
+         (("keep", 2), ("v1", 3)), (("h1", 1),), ((("v1",), ("h1",)),), (), "", 5, 2),
+    Case("a claim beyond its victims' room uses room that was free",
+         (("keep", 2), ("v1", 1)), (("h1", 3),), ((("v1",), ("h1",)),), (), "", 5, 2),
+    Case("claims released before the victims went: the victims count again",
+         (("keep", 4), ("v1", 2)), (), ((("v1",), ("h1",)),), (), "", 6, 2),
+    Case("two preemptions on one node: each shares with its own victims only",
+         (("keep", 2), ("v1", 2), ("w1", 1)), (("h1", 2), ("i1", 1), ("i2", 2)),
+         ((("v1",), ("h1",)), (("w1",), ("i1", "i2"))), (), "", 7, 4),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_handed_over_room_is_counted_once(case: Case) -> None:
+    cache = Cache()
+    cache.set_node(parse_node({"metadata": {"name": "n"},
+                               "status": {"allocatable": {"cpu": "8", "pods": "110"}}}))
+    bound = {name: _pod(name, cpu, "n") for name, cpu in case.bound}
+    for pod in bound.values():
+        cache.set_pod(pod)
+    for name, cpu in case.claims:
+        claimant = _pod(name, cpu)
+        cache.set_pod(claimant)
+        cache.claim(claimant, "n")
+    for victims, claimants in case.handovers:
+        cache.hand_over([bound[v] for v in victims], [f"ns/{c}" for c in claimants])
+    for name in case.gone:
+        cache.remove_pod(f"ns/{name}")
+    info = cache.node("n")
+    assert info is not None
+    excluding = f"ns/{case.excluding}" if case.excluding else ""
+    assert info.used("cpu", excluding) == case.used * 1000
+    assert info.pod_count(excluding) == case.pods
+
+
+def test_a_simulated_eviction_of_a_victim_does_not_count_its_room_twice() -> None:
+    """Preemption's simulation takes a victim out (``without``): the claims sharing its
+    room then count in full, so nothing is freed twice."""
+    cache = Cache()
+    cache.set_node(parse_node({"metadata": {"name": "n"},
+                               "status": {"allocatable": {"cpu": "8"}}}))
+    victim = _pod("v", 4, "n")
+    cache.set_pod(victim)
+    cache.set_pod(_pod("other", 4, "n"))
+    claimant = _pod("h", 4)
+    cache.set_pod(claimant)
+    cache.claim(claimant, "n")
+    cache.hand_over([victim], [claimant.key])
+    info = cache.node("n")
+    assert info is not None and info.used("cpu") == 8000
+    with cache.without([victim]):
+        assert info.used("cpu") == 8000
+    assert info.used("cpu") == 8000
