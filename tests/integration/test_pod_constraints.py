@@ -66,8 +66,13 @@ def _anti_gang(kube: KubeClient, namespace: str, scheduler: str, pool: str,
 def test_gang_with_required_anti_affinity_goes_one_per_node(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
+    """One large node and three small ones: LeastAllocated alone puts every member on the
+    large node (it stays the emptiest), so one member per node needs the anti-affinity."""
     sched = start_scheduler()
-    pool = _pool_of_nodes(make_node, "anti", 4)
+    pool = _pool()
+    make_node(f"anti-{pool}-big", cpu="16", memory="32Gi", labels={"test-pool": pool})
+    for i in range(3):  # each could hold all four members by resources
+        make_node(f"anti-{pool}-{i}", cpu="500m", memory="512Mi", labels={"test-pool": pool})
     _anti_gang(kube, namespace, sched.name, pool, "spread", 4)
     wait_until(lambda: bound_count(kube, namespace, "spread") == 4, what="4 members bound")
     nodes = placement(kube, namespace)
@@ -120,11 +125,14 @@ def test_gang_with_required_pod_affinity_follows_an_existing_pod(
 def test_gang_of_six_with_max_skew_one_over_three_zones_lands_two_two_two(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
+    """Zone a has four nodes, b and c one each: without the spread constraint the scores
+    put most members in zone a (all six, when PodTopologySpread was disabled), so 2-2-2
+    needs the constraint."""
     sched = start_scheduler()
     pool = _pool()
     zone_of = {}
-    for zone in ("a", "b", "c"):
-        for i in range(2):
+    for zone, count in (("a", 4), ("b", 1), ("c", 1)):
+        for i in range(count):
             name = f"zone-{pool}-{zone}{i}"
             make_node(name, labels={"test-pool": pool, ZONE: f"{pool}-{zone}"})
             zone_of[name] = zone

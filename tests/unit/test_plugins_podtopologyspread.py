@@ -296,11 +296,18 @@ def test_bad_args_name_the_field(args: dict[str, Any], path: str) -> None:
     assert err.value.path.endswith(path), err.value.path
 
 
-def test_gang_of_six_with_max_skew_one_over_three_zones_lands_two_two_two() -> None:
-    sim = SimCluster()
+# Zone a has four nodes, b and c one each: LeastAllocated alone puts one member per node
+# (a gets four), so only the spread constraint yields 2-2-2.
+UNEVEN_ZONES = {"a": 4, "b": 1, "c": 1}
+
+
+def gang_of_six_zones(config: dict[str, Any] | None = None) -> Counter[str]:
+    """The zones a gang of six with a zone maxSkew 1 constraint lands in, over
+    ``UNEVEN_ZONES``."""
+    sim = SimCluster(config)
     try:
-        for zone in "abc":
-            for i in range(2):
+        for zone, count in UNEVEN_ZONES.items():
+            for i in range(count):
                 sim.add_node(f"{zone}{i}", labels={ZONE: zone})
         sim.add_group("g", 6)
         for i in range(6):
@@ -308,7 +315,18 @@ def test_gang_of_six_with_max_skew_one_over_three_zones_lands_two_two_two() -> N
                                      spread=[constraint()]))
         sim.run()
         assert sim.bound_in_group("g") == 6
-        zones = Counter(sim.bound[f"ns/g-{i}"][0] for i in range(6))
-        assert zones == {"a": 2, "b": 2, "c": 2}
+        assert not sim.violations, sim.violations
+        return Counter(sim.bound[f"ns/g-{i}"][0] for i in range(6))
     finally:
         sim.close()
+
+
+def test_gang_of_six_with_max_skew_one_over_three_zones_lands_two_two_two() -> None:
+    assert gang_of_six_zones() == {"a": 2, "b": 2, "c": 2}
+
+
+def test_the_two_two_two_layout_needs_the_spread_constraint() -> None:
+    """The layout above discriminates: without PodTopologySpread the gang lands 4-1-1."""
+    off = {"disabled": [{"name": NAME}]}
+    without = {"plugins": {point: off for point in ("preFilter", "filter", "score")}}
+    assert gang_of_six_zones(without) == {"a": 4, "b": 1, "c": 1}
