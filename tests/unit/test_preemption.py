@@ -3,11 +3,13 @@ whole gangs or their surplus, never a broken gang, never an eviction for nothing
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 
 import pytest
 
+from coscheduling.api.podgroups import PodGroup
 from coscheduling.preemption.pdb import parse_budget
 from tests.simulation import SimCluster
 
@@ -253,7 +255,20 @@ def test_a_lost_members_room_is_held_for_its_replacement(sim: SimCluster) -> Non
     assert "ns/plain" not in sim.bound
 
 
+def _record_group_events(sim: SimCluster) -> list[tuple[str, str, str, str]]:
+    """(group, type, reason, message) of every event the scheduler posts on a group (the
+    simulation has no reporter, so they would go nowhere)."""
+    events: list[tuple[str, str, str, str]] = []
+
+    def record(group: PodGroup, kind: str, reason: str, message: str) -> None:
+        events.append((group.key, kind, reason, message))
+
+    sim.scheduler.group_event = record  # type: ignore[method-assign]
+    return events
+
+
 def test_an_expired_hold_frees_the_room_with_an_event(sim: SimCluster) -> None:
+    events = _record_group_events(sim)
     sim.add_node("n", cpu="2")
     _gang(sim, "g", 2, 2, priority=LOW)
     sim.run()
@@ -261,11 +276,56 @@ def test_an_expired_hold_frees_the_room_with_an_event(sim: SimCluster) -> None:
     sim.delete_pod("ns/g-0")
     sim.run()
     assert "ns/plain" not in sim.bound
+    assert not [e for e in events if e[2] == "HoldReleased"]
     plugin = sim.scheduler.framework.instances["Coscheduling"]
     with sim.scheduler.cache.lock:
         plugin.housekeeping(time.time() + 31)  # type: ignore[attr-defined]
     sim.run()
     assert "ns/plain" in sim.bound
+    released = [e for e in events if e[2] == "HoldReleased"]
+    assert len(released) == 1, events
+    group, kind, _, message = released[0]
+    assert (group, kind) == ("ns/g", "Normal")
+    assert "ns/g-0" in message and "node n " in message, message
+
+
+@pytest.mark.parametrize(("hold_seconds", "lands_on"), [(30, "held"), (0, "empty")])
+def test_a_replacement_that_fits_two_nodes_goes_back_to_the_held_one(
+        sim: SimCluster, hold_seconds: int, lands_on: str) -> None:
+    """The replacement would score better on a large empty node that appeared after the
+    gang was placed; the hold sends it back to its lost member's node (without a hold,
+    the control case, it goes to the empty one)."""
+    sim.add_node("held", cpu="2")
+    sim.add_group("g", 2, replacementHoldSeconds=hold_seconds)
+    for i in range(2):
+        sim.add_pod(f"g-{i}", cpu="1", group="g", priority=LOW)
+    sim.run()
+    assert sim.bound_in_group("g") == 2
+    sim.add_node("empty", cpu="32")
+    sim.delete_pod("ns/g-0")
+    sim.run()
+    sim.add_pod("g-0b", cpu="1", group="g", priority=LOW)
+    sim.run()
+    assert sim.bound["ns/g-0b"] == lands_on
+
+
+def test_a_failed_members_room_is_held_for_its_replacement(sim: SimCluster) -> None:
+    """A member that Failed (its phase, the pod object still there) loses its room like a
+    deleted one: held for the replacement, not the next pod's."""
+    sim.add_node("n", cpu="2")
+    _gang(sim, "g", 2, 2, priority=LOW)
+    sim.run()
+    sim.add_pod("plain", cpu="1", priority=LOW)  # waits: the node is full
+    sim.run()
+    lost = sim.scheduler.cache.pod("ns/g-0")
+    assert lost is not None and lost.node_name == "n"
+    sim.pods.on_update(lost, dataclasses.replace(lost, phase="Failed"))
+    sim.run()
+    assert "ns/plain" not in sim.bound
+    sim.add_pod("g-0b", cpu="1", group="g", priority=LOW)
+    sim.run()
+    assert sim.bound["ns/g-0b"] == "n"
+    assert "ns/plain" not in sim.bound
 
 
 def test_no_hold_when_turned_off(sim: SimCluster) -> None:
