@@ -83,6 +83,10 @@ class Scheduler:
         self._podgroups: dict[str, PodGroup] = {}
         self._waiting = WaitingPods(self._on_decision)
         self._pool = ThreadPoolExecutor(config.binding_parallelism, thread_name_prefix="bind")
+        # Preemption's writes (evictions, nominations) on threads of their own, so a storm
+        # of evictions does not queue the binds of the gangs it made room for.
+        self._preemption_pool = ThreadPoolExecutor(
+            max(1, config.binding_parallelism // 2), thread_name_prefix="preempt")
         plugins = config.plugins
         instances: dict[str, Plugin] = {
             name: registry.build(name, config.plugin_args.get(name, {}), self)
@@ -124,7 +128,7 @@ class Scheduler:
         # replacement of their own), the latest few thousand, with their preemption.
         self._evicted: LRUCache[str, _Eviction] = LRUCache(maxsize=10_000)
         self.evictor: Evictor | None = (
-            ApiEvictor(client, reporter, config.scheduler_name, self._pool)
+            ApiEvictor(client, reporter, config.scheduler_name, self._preemption_pool)
             if client is not None else None)
         # Leader election sets this; a bind goes out only while it answers True.
         self.may_bind: Callable[[], bool] = lambda: True
@@ -214,7 +218,7 @@ class Scheduler:
     def nominate(self, pod: Pod, node_name: str) -> None:
         evictor = self.evictor
         if evictor is not None:
-            self._pool.submit(evictor.nominate, pod, node_name)
+            self._preemption_pool.submit(evictor.nominate, pod, node_name)
 
     def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
         state = CycleState()
@@ -425,3 +429,4 @@ class Scheduler:
         for thread in self._threads:
             thread.join(timeout=5)
         self._pool.shutdown(wait=True, cancel_futures=False)
+        self._preemption_pool.shutdown(wait=True, cancel_futures=False)
