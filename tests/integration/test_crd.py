@@ -24,6 +24,8 @@ def _apply(cluster: LocalCluster, namespace: str, spec: object) -> tuple[int, st
                                                                  "memory": "1Gi",
                                                                  "nvidia.com/gpu": 1}},
     {"minMember": 3, "priorityClassName": "high-priority"},
+    {"minMember": 2, "topology": {"mode": "Preferred",
+                                  "keys": ["example.com/rack", "topology.kubernetes.io/zone"]}},
 ])
 def test_valid_podgroups_are_accepted(local_cluster: LocalCluster, crd: None, namespace: str,
                                       spec: object) -> None:
@@ -46,6 +48,16 @@ def test_valid_podgroups_are_accepted(local_cluster: LocalCluster, crd: None, na
     ({"minMember": 2, "priorityClassName": "Not_A_Name"}, "spec.priorityClassName"),
     ({"minMember": 2, "unknownField": 1}, "unknownField"),
     ("not-an-object", "spec"),
+    ({"minMember": 2, "topology": {"mode": "Sometimes", "keys": ["example.com/rack"]}},
+     "spec.topology.mode"),
+    ({"minMember": 2, "topology": {"mode": "required", "keys": ["example.com/rack"]}},
+     "spec.topology.mode"),
+    ({"minMember": 2, "topology": {"mode": "Required", "keys": []}}, "spec.topology.keys"),
+    ({"minMember": 2, "topology": {"mode": "Required"}}, "spec.topology.keys"),
+    ({"minMember": 2, "topology": {"keys": [""]}}, "spec.topology.keys[0]"),
+    ({"minMember": 2, "topology": {"keys": ["bad key"]}}, "spec.topology.keys[0]"),
+    ({"minMember": 2, "topology": {"keys": ["example.com/rack", "example.com/rack"]}},
+     "spec.topology.keys[1]"),
 ])
 def test_invalid_podgroups_are_refused_naming_the_field(
         local_cluster: LocalCluster, crd: None, namespace: str, spec: object,

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from coscheduling.api.nodes import parse_node
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.config import ConfigError, parse_config
+from coscheduling.framework.status import Code
 from coscheduling.plugins.registry import default_registry
 from tests.simulation import SimCluster, gang_of_three_on_three_nodes
 
@@ -223,3 +225,38 @@ def test_a_claim_weighs_in_scoring_with_the_non_zero_cpu_of_its_pod(sim: SimClus
     sim.scheduler.cache.claim(pod, "n")
     assert info.nonzero_used(cpu=True) == 100
     assert info.nonzero_used(cpu=True, excluding=pod.key) == 0  # its own claim is its room
+
+
+def test_a_member_whose_domain_lost_its_room_fails_the_gangs_attempt_whole(
+        sim: SimCluster) -> None:
+    """The gang is claimed into rack r1 (r2 is too small for both). One member waits at
+    Permit; then r1's node shrinks, so the other no longer fits there. Rack r2 has room for
+    it, but it is outside the gang's domain: the member finds no node and the gang's attempt
+    fails as a whole (the waiting member is let go too), rather than being split."""
+    sim.add_node("r1-a", cpu="4", labels={RACK: "r1"})
+    sim.add_node("r2-a", cpu="2", labels={RACK: "r2"})
+    _gang(sim, "g", 2, "2", "Required", [RACK])
+    first = sim.scheduler.schedule_one(timeout=1)
+    assert first is not None and first.status.code == Code.WAIT, first
+    assert first.node_name == "r1-a"
+    shrunk = parse_node({"metadata": {"name": "r1-a", "uid": "r1-a", "resourceVersion": "2",
+                                      "labels": {"kubernetes.io/hostname": "r1-a", RACK: "r1"}},
+                         "status": {"allocatable": {"cpu": "2", "memory": "32Gi",
+                                                    "pods": "110"}}})
+    old = sim.scheduler.cache.node("r1-a")
+    assert old is not None and old.node is not None
+    sim.nodes.on_update(old.node, shrunk)
+    second = sim.scheduler.schedule_one(timeout=1)
+    assert second is not None and second.pod_key != first.pod_key
+    assert second.status.code == Code.UNSCHEDULABLE
+    message = second.status.message
+    assert f"node(s) outside the gang's topology domain {RACK}=r1" in message, message
+    gang = sim.scheduler.framework.instances["Coscheduling"].manager.gangs[  # type: ignore[attr-defined]
+        "ns/g"]
+    assert (gang.rejections, gang.domain) == (1, None)
+    assert gang.last_failure == f"member {second.pod_key.split('/')[1]} could not be placed"
+    sim.settle()
+    assert sim.scheduler.waiting_pods.get(first.pod_key) is None
+    assert not sim.scheduler.cache.is_assumed(first.pod_key)
+    sim.run()
+    assert sim.bound_in_group("g") == 0  # no rack holds both any more: never split
