@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 CONTENDERS = ("ceiling", "upstream", "upstream-eq", "native", "native-eq", "ours",
-              "ours-eq")
+              "ours-eq", "ours-base")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -131,7 +131,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 )
 # Ratios shown under each table: (numerator, denominator), each on equal terms or not.
 PAIRS = (("ours-eq", "upstream-eq"), ("ours-eq", "native-eq"), ("ours-eq", "ceiling"),
-         ("ours", "upstream"), ("ours", "native"))
+         ("ours", "upstream"), ("ours", "native"), ("ours", "ceiling"),
+         ("ours-base", "ceiling"), ("ours", "ours-base"))
 RATIO_KEYS = ("throughput_whole", "throughput_steady", "gang_latency_p99",
               "high_gang_latency_p99", "peak_rss_mib", "cpu_seconds", "api_writes_total")
 
@@ -277,7 +278,7 @@ def chart(runs: Iterable[Mapping[str, Any]], path: Path) -> None:
                                 squeeze=False)
     colors = {"ceiling": "tab:gray", "upstream": "tab:blue", "upstream-eq": "tab:cyan",
               "native": "tab:green", "native-eq": "tab:olive", "ours": "tab:orange",
-              "ours-eq": "tab:red"}
+              "ours-eq": "tab:red", "ours-base": "tab:brown"}
     for index, workload in enumerate(names):
         axis = axes[index // columns][index % columns]
         for run in sorted(by_workload[workload], key=lambda r: rank(r["scheduler"])):

@@ -344,7 +344,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         recorder = BindRecorder(admin_client(cluster.kubeconfig, pool=4), NAMESPACE)
         recorder.start()
         process = Process(contender.command(cluster.kubeconfig, rundir),
-                          rundir / f"{contender.key}.log", rundir)
+                          rundir / f"{contender.key}.log", rundir, contender.source)
         monitor = ProcessMonitor(process.pid)
         monitor.start()
         probe_started = time.monotonic()

@@ -28,6 +28,9 @@ OUR_METRICS_ADDRESS = "127.0.0.1:10251"  # our default metricsBindAddress
 OUR_GRPC_ADDRESS = "127.0.0.1:50051"  # our default gRPC plugin server
 OURS_CONFIG_VAR = "BENCH_OURS_CONFIG"  # JSON: top-level configuration keys to change
 OURS_ARGS_VAR = "BENCH_OURS_ARGS"  # extra `coscheduling run` arguments (shell words)
+# A checkout of an earlier commit of ours: adds the contender "ours-base" (its own defaults),
+# to compare two versions in one run (e.g. against the last published results).
+BASE_SOURCE_VAR = "BENCH_BASE_SOURCE"
 CEILING_SCHEDULER_NAME = "bench-ceiling"
 NATIVE_SCHEDULER_NAME = "default-scheduler"
 STOP_GRACE = 10.0
@@ -71,6 +74,7 @@ class Contender:
     burst: int | None = None
     metrics_url: str | None = None
     notes: list[str] = field(default_factory=list)
+    source: Path | None = None  # ours from this checkout instead of the harness's own
 
     @property
     def limits(self) -> str:
@@ -145,17 +149,34 @@ def contenders() -> dict[str, Contender]:
         found[f"ours{suffix}"] = Contender(
             f"ours{suffix}", "ours", f"ours (coscheduling, {limits})", OUR_SCHEDULER_NAME,
             gangs=True, qps=qps, burst=burst)
+    base = os.environ.get(BASE_SOURCE_VAR)
+    if base:
+        source = Path(base).resolve()
+        found["ours-base"] = Contender(
+            "ours-base", "ours", f"ours from {source} ({_commit_of(source)}, defaults)",
+            OUR_SCHEDULER_NAME, gangs=True, source=source)
     return found
+
+
+def _commit_of(source: Path) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(source), "log", "-1", "--format=%h %s"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "not a git checkout"
 
 
 class Process:
     """A started contender; `stop()` is safe to call more than once."""
 
-    def __init__(self, command: list[str], log_path: Path, cwd: Path) -> None:
+    def __init__(self, command: list[str], log_path: Path, cwd: Path,
+                 source: Path | None = None) -> None:
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
-        # `python -m bench.ceiling` runs in the run's directory: put the repo on its path.
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        # `python -m bench.ceiling` runs in the run's directory: put the repo on its path
+        # (and before it the checkout a contender runs from, if it has one).
+        path = os.pathsep.join(filter(None, [str(source or ""), str(REPO),
+                                             os.environ.get("PYTHONPATH")]))
         self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
                                       stderr=subprocess.STDOUT, cwd=cwd,
                                       env={**os.environ, "PYTHONPATH": path},
