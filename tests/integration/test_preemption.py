@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.explain import explain
 from tests.integration.kube import (
     bound_count,
     create_pod,
@@ -23,6 +24,7 @@ from tests.integration.kube import (
     podgroups_path,
     wait_until,
 )
+from tests.integration.test_observability import _scrape, _value
 
 StartScheduler = Callable[..., Any]
 LOW, HIGH, POLITE = "cs-test-low", "cs-test-high", "cs-test-high-never"
@@ -108,7 +110,9 @@ def test_a_high_gang_evicts_a_whole_low_gang_and_is_bound(
         start_scheduler: StartScheduler) -> None:
     sched, kubelet = _node_full_of_a_low_gang(kube, namespace, make_node, start_scheduler,
                                               cpu=4, min_member=4)
+    node = placement(kube, namespace)["low-0"]
     _gang(kube, namespace, sched.name, "high", 2, 2, HIGH)
+    _while_the_victims_terminate(kube, namespace, sched, node)
     kubelet.until(lambda: bound_count(kube, namespace, "high") == 2, what="the high gang")
     assert sorted(kubelet.terminated) == [f"low-{i}" for i in range(4)]  # all of it
     for victim in kubelet.terminated.values():
@@ -120,6 +124,34 @@ def test_a_high_gang_evicts_a_whole_low_gang_and_is_bound(
                            for e in events_for(kube, namespace, "low-0")),
                what="a Preempted event naming the preemptor gang")
     sched.watcher.check_settled()
+
+
+def _while_the_victims_terminate(kube: KubeClient, namespace: str, sched: Any,
+                                 node: str) -> None:
+    """What tells people that gang "high" is preempting, checked while its victims are
+    still terminating (they stay so until the test's Kubelet finishes them): the members'
+    nominated node, the PodGroup's and the pods' conditions, explain, and the metrics."""
+    wait_until(lambda: sum(1 for p in list_pods(kube, namespace)
+                           if p["metadata"]["name"].startswith("low-")
+                           and p["metadata"].get("deletionTimestamp")) == 4,
+               what="all four victims terminating")
+    wait_until(lambda: all((kube.get(f"/api/v1/namespaces/{namespace}/pods/high-{i}")
+                            .get("status") or {}).get("nominatedNodeName") == node
+                           for i in range(2)),
+               what="both preemptor members nominated to the victims' node")
+    wait_until(lambda: "hold the room they free" in _condition(kube, namespace, "high",
+                                                               "Unschedulable"),
+               what="the PodGroup's condition saying it is preempting")
+    assert "preempting 4 pod(s)" in _condition(kube, namespace, "high", "Unschedulable")
+    wait_until(lambda: any("preempt" in _why(kube, namespace, f"high-{i}") for i in range(2)),
+               what="a member's PodScheduled condition saying it waits for its victims")
+    text = explain(kube, namespace, "high")
+    assert text.count(f"nominated to {node}") == 2, text
+    metrics = _scrape(sched)
+    assert _value(metrics, "scheduler_preemption_attempts_total") >= 1
+    assert _value(metrics, "coscheduling_gang_preemptions_total") == 1
+    assert _value(metrics, "scheduler_preemption_victims_count") == 1
+    assert _value(metrics, "scheduler_preemption_victims_sum") == 4
 
 
 def test_a_high_gang_takes_exactly_two_surplus_members(
