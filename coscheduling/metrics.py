@@ -49,7 +49,8 @@ class Counter(_Metric):
 
     def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
         super().__init__(name, help_text, labels)
-        self._values: dict[tuple[str, ...], float] = {}
+        # A series without labels exists from the start, at 0, as Prometheus clients do.
+        self._values: dict[tuple[str, ...], float] = {} if labels else {(): 0.0}
 
     def inc(self, *labels: str, amount: float = 1.0) -> None:
         with self._lock:

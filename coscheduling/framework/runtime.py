@@ -152,12 +152,20 @@ class Framework:
         self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]
     ) -> Status:
         started = time.perf_counter()
-        result = Status(Code.UNSCHEDULABLE)
+        reasons: list[str] = []
+        result: Status | None = None
         for plugin in self.post_filter_plugins:
             status = plugin.post_filter(state, pod, filtered)
             if status.ok or status.code == Code.ERROR:
                 result = status.with_plugin(plugin.name)
                 break
+            # As kube-scheduler: the reasons of every plugin that could not help are kept
+            # for the pod's condition; an unresolvable one ends the round.
+            reasons.extend(status.reasons)
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                break
+        if result is None:
+            result = Status(Code.UNSCHEDULABLE, tuple(reasons))
         return self._timed("PostFilter", started, result)
 
     def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> dict[str, int]:

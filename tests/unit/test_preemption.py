@@ -10,6 +10,7 @@ import time
 import pytest
 
 from coscheduling.api.podgroups import PodGroup
+from coscheduling.metrics import SchedulerMetrics
 from coscheduling.preemption.pdb import parse_budget
 from tests.simulation import SimCluster
 
@@ -350,3 +351,23 @@ def test_no_hold_for_members_preemption_evicted(sim: SimCluster) -> None:
     assert sorted(sim.evictions.victims) == ["ns/g-0", "ns/g-1"]
     assert "ns/high" in sim.bound
     assert not sim.scheduler.framework.instances["Coscheduling"].manager.holds  # type: ignore[attr-defined]
+
+
+def test_a_pod_that_cannot_preempt_says_why_in_its_condition(sim: SimCluster) -> None:
+    """PostFilter's reasons reach the pod, as kube-scheduler's do: the filter summary and
+    what preemption found."""
+    sim.add_node("n", cpu="1")
+    sim.add_pod("holder", cpu="1", priority=HIGH)
+    sim.run()
+    sim.add_pod("late", cpu="1", priority=LOW)
+    result = sim.scheduler.schedule_one(timeout=1)
+    assert result is not None and result.pod_key == "ns/late"
+    assert result.status.message.startswith("0/1 nodes are available: ")
+    assert "preemption: no node where evicting lower-priority pods makes room" in \
+        result.status.message
+
+
+def test_counters_without_labels_are_exported_at_zero() -> None:
+    text = SchedulerMetrics().exposition()
+    assert "\ncoscheduling_gang_preemptions_total 0\n" in text
+    assert "\nscheduler_preemption_attempts_total 0\n" in text
