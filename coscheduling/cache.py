@@ -145,21 +145,31 @@ class NodeInfo:
     def _shared(self, amount: Callable[[Pod], int], excluding: str) -> int:
         """What victims still here and the claims that take their room both count: per
         preemption, the smaller of the two sides (a claim beyond its victims' room uses room
-        that was free; victims beyond the claims still hold theirs)."""
+        that was free; victims beyond the claims still hold theirs). A claim is shared at
+        most once, even if two preemptions name it."""
         victims: dict[frozenset[str], int] = {}
-        for key, claimants in self.handovers.items():
+        for key, takers in self.handovers.items():
             pod = self.pods.get(key)
             if pod is not None:  # not taken out for a preemption's simulation
-                victims[claimants] = victims.get(claimants, 0) + amount(pod)
+                victims[takers] = victims.get(takers, 0) + amount(pod)
+        unshared: dict[str, int] = {}
         shared = 0
-        for claimants, freed in victims.items():
-            takers = sum(amount(self.claims[key]) for key in claimants
-                         if key in self.claims and key != excluding)
-            shared += min(freed, takers)
+        for takers, freed in victims.items():
+            for key in sorted(takers):
+                claim = self.claims.get(key)
+                if freed <= 0:
+                    break
+                if claim is None or key == excluding:
+                    continue
+                left = unshared.get(key, amount(claim))
+                take = min(left, freed)
+                unshared[key] = left - take
+                freed -= take
+                shared += take
         return shared
 
-    def hand_over(self, victim: str, claimants: frozenset[str]) -> None:
-        self.handovers[victim] = claimants
+    def hand_over(self, victim: str, takers: frozenset[str]) -> None:
+        self.handovers[victim] = takers
 
     def nonzero_used(self, cpu: bool, excluding: str = "") -> int:
         """Non-zero cpu (``cpu``) or memory requested and claimed, for scoring; not counting
@@ -381,16 +391,23 @@ class Cache:
                     self._nodes[node_name].add_pod(pod)
                     self._touch(node_name)
 
-    def hand_over(self, victims: Iterable[Pod], claimants: Iterable[str]) -> None:
-        """``victims`` were evicted to make room for the claims of ``claimants`` (pod keys):
+    def hand_over(self, victims: Iterable[Pod], takers: Iterable[str]) -> None:
+        """``victims`` were evicted to make room for the claims of ``takers`` (pod keys):
         until they are gone, their room and those claims are counted once."""
-        takers = frozenset(claimants)
+        keys = frozenset(takers)
         with self.lock:
             for victim in victims:
                 info = self._nodes.get(victim.node_name)
                 if info is not None and victim.key in info.pods:
-                    info.hand_over(victim.key, takers)
+                    info.hand_over(victim.key, keys)
                     self._touch(victim.node_name)
+
+    def take_back(self, victim: Pod) -> None:
+        """``victim``'s eviction failed: it keeps its room, shared with no claim."""
+        with self.lock:
+            info = self._nodes.get(victim.node_name)
+            if info is not None and info.handovers.pop(victim.key, None) is not None:
+                self._touch(victim.node_name)
 
     # -- in-flight decisions ------------------------------------------------------------
     def assume(self, pod: Pod, node_name: str) -> None:

@@ -128,7 +128,8 @@ class Scheduler:
         # replacement of their own), the latest few thousand, with their preemption.
         self._evicted: LRUCache[str, _Eviction] = LRUCache(maxsize=10_000)
         self.evictor: Evictor | None = (
-            ApiEvictor(client, reporter, config.scheduler_name, self._preemption_pool)
+            ApiEvictor(client, reporter, config.scheduler_name, self._preemption_pool,
+                       failed=self.eviction_failed)
             if client is not None else None)
         # Leader election sets this; a bind goes out only while it answers True.
         self.may_bind: Callable[[], bool] = lambda: True
@@ -179,6 +180,18 @@ class Scheduler:
 
     def evicted_by_us(self, pod: Pod) -> bool:
         return pod.uid in self._evicted
+
+    def eviction_failed(self, pod: Pod) -> None:
+        """``pod``'s eviction could not be sent: it is no victim any more. Its room is its
+        own again, and the pods that waited for it are retried, to find room elsewhere or
+        preempt again (it may be chosen again)."""
+        with self._cache.lock:
+            eviction = self._evicted.pop(pod.uid, None)
+            self._cache.take_back(pod)
+            if eviction is not None:
+                eviction.left.discard(pod.uid)
+                takers, eviction.takers = eviction.takers, ()
+                self.activate(takers)
 
     def victim_gone(self, pod: Pod) -> None:
         """A pod preemption evicted is gone: once all of its preemption's victims are, the

@@ -248,13 +248,18 @@ class RecordingEvictor:
         self.nominated: dict[str, str] = {}
         self._pending: list[str] = []
         self._lock = threading.Lock()
+        self.refused: set[str] = set()  # victims whose eviction the API server will refuse
 
     def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
-        keys = sorted(p.key for p in victims)
+        refused = [p for p in victims if p.key in self.refused]
+        keys = sorted(p.key for p in victims if p.key not in self.refused)
         with self._lock:
             self.by.append((preemptor, keys))
             self._pending += keys
         self._check_gangs(victims)
+        for pod in refused:
+            self.refused.discard(pod.key)  # once: the next eviction of it goes through
+            self.sim.scheduler.eviction_failed(pod)
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         self.nominated[pod.key] = node_name

@@ -79,8 +79,9 @@ class Preemption:
         if not victims:
             return 0
         cache = self.handle.cache
+        evicted = self.handle.evicted_by_us  # not if its eviction failed
         left = {key: uid for key, uid in victims.items()
-                if (p := cache.pod(key)) is not None and p.uid == uid}
+                if (p := cache.pod(key)) is not None and p.uid == uid and evicted(p)}
         if left:
             self._victims[preemptor] = left
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from coscheduling.cluster.reporter import Reporter
 
 log = logging.getLogger(__name__)
+
+RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+"""Waits before sending an eviction again that the API server did not answer (0, 429, 5xx)."""
 
 
 class Evictor(Protocol):
@@ -32,11 +35,14 @@ class ApiEvictor:
     """Writes through the API server, as kube-scheduler's DefaultPreemption does."""
 
     def __init__(self, client: KubeClient, reporter: Reporter | None, component: str,
-                 executor: Executor) -> None:
+                 executor: Executor, failed: Callable[[Pod], None] | None = None) -> None:
         self.client = client
         self.reporter = reporter
         self.component = component
         self.executor = executor
+        # Told of a victim whose eviction could not be sent: it keeps running, so its room
+        # is not the preemptor's after all.
+        self.failed = failed
 
     def evict(self, victims: Sequence[Pod], preemptor: str) -> None:
         # One victim per task, so a preemption's victims go in parallel (as kube-scheduler
@@ -52,16 +58,24 @@ class ApiEvictor:
             "message": f"{self.component}: preempting to accommodate {preemptor}",
             "lastTransitionTime": format_rfc3339(time.time()),
         }
-        try:
-            self.client.patch(f"{path}/status", {"status": {"conditions": [condition]}},
-                              kind="strategic")
-            # Graceful: the pod's own terminationGracePeriodSeconds; the uid guards against
-            # deleting a new pod of the same name.
-            self.client.request("DELETE", path, body={"preconditions": {"uid": pod.uid}})
-        except ApiError as err:
-            if not err.not_found and not err.conflict:
-                log.warning("evicting %s for %s failed: %s", pod.key, preemptor, err)
-            return
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                self.client.patch(f"{path}/status", {"status": {"conditions": [condition]}},
+                                  kind="strategic")
+                # Graceful: the pod's own terminationGracePeriodSeconds; the uid guards
+                # against deleting a new pod of the same name.
+                self.client.request("DELETE", path, body={"preconditions": {"uid": pod.uid}})
+                break
+            except ApiError as err:
+                if err.not_found or err.conflict:
+                    return  # gone already, or a new pod of that name: nothing to evict
+                unanswered = err.status in (0, 429) or err.status >= 500
+                if not unanswered or delay is None:
+                    log.warning("evicting %s for %s failed: %s", pod.key, preemptor, err)
+                    if self.failed is not None:
+                        self.failed(pod)
+                    return
+                time.sleep(delay)
         if self.reporter is not None:
             self.reporter.event(pod, "Normal", "Preempted", f"Preempted by {preemptor}")
 

@@ -58,6 +58,9 @@ CASES = [
     Case("two preemptions on one node: each shares with its own victims only",
          (("keep", 2), ("v1", 2), ("w1", 1)), (("h1", 2), ("i1", 1), ("i2", 2)),
          ((("v1",), ("h1",)), (("w1",), ("i1", "i2"))), (), "", 7, 4),
+    Case("a claim two preemptions name (a gang retried with other members) shares once",
+         (("v1", 2), ("v2", 2), ("x1", 2), ("x2", 2)), (("a", 2), ("c", 2)),
+         ((("v1", "v2"), ("a", "b")), (("x1", "x2"), ("a", "c"))), (), "", 8, 4),
 ]
 
 

@@ -371,3 +371,26 @@ def test_counters_without_labels_are_exported_at_zero() -> None:
     text = SchedulerMetrics().exposition()
     assert "\ncoscheduling_gang_preemptions_total 0\n" in text
     assert "\nscheduler_preemption_attempts_total 0\n" in text
+
+
+def test_a_victim_whose_eviction_failed_keeps_its_room_and_is_evicted_again(
+        request: pytest.FixtureRequest) -> None:
+    """The API server refuses one victim's eviction: it keeps running, so the preemptor
+    does not take its room, and does not wait for it for ever either: its attempt fails,
+    and (once its freeze is over, none here) it preempts again, that victim included, and
+    is bound once the victims are gone."""
+    sim = SimCluster({"pluginConfig": [{"name": "Coscheduling",
+                                        "args": {"freezeSeconds": 0}}]})
+    request.addfinalizer(sim.close)
+    sim.add_node("n", cpu="2")
+    _gang(sim, "low", 2, 2, priority=LOW)
+    sim.run()
+    sim.evictions.refused.add("ns/low-0")
+    _gang(sim, "high", 2, 2, priority=HIGH)
+    _schedule_until_idle(sim)
+    assert sim.bound_in_group("high") == 0
+    assert not sim.scheduler.evicted_by_us(sim.scheduler.cache.pod("ns/low-0"))
+    sim.run()
+    assert sim.bound_in_group("high") == 2
+    assert sorted(set(sim.evictions.victims)) == ["ns/low-0", "ns/low-1"]
+    assert not sim.violations

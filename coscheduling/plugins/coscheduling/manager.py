@@ -281,8 +281,9 @@ class GangManager:
         if gang is None or not gang.victims:
             return 0
         cache = self.handle.cache
+        evicted = self.handle.evicted_by_us  # not if its eviction failed
         gang.victims = {key: uid for key, uid in gang.victims.items()
-                        if (p := cache.pod(key)) is not None and p.uid == uid}
+                        if (p := cache.pod(key)) is not None and p.uid == uid and evicted(p)}
         if not gang.victims:
             group = self.handle.podgroup(group_key)
             if group is not None and gang.deadline:
