@@ -170,26 +170,39 @@ def test_missing_group_waits_with_reason_and_plain_pods_schedule(
     wait_until(lambda: placement(kube, namespace).get("orphan"), what="orphan bound")
 
 
+RACK = "example.com/rack"
+
+
 def test_randomized_gangs_invariants_and_progress(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
+    """Random gangs, a third of them Required to one rack and a third Preferred, on racks of
+    random nodes, deleted and replaced in rounds: at every observed moment no gang below
+    minMember is bound, no node over-committed, no pod bound twice (the watcher); after each
+    round a Required gang sits in one rack, and no pending gang fits room left idle."""
     rng = random.Random(7)
     sched = start_scheduler({"podInitialBackoffSeconds": 0.2, "podMaxBackoffSeconds": 1})
-    nodes = {f"rnd-{i}": rng.choice([2, 4, 6]) for i in range(5)}
+    nodes = {f"rnd-{i}": rng.choice([2, 4, 6]) for i in range(6)}
+    racks = {name: f"r{i % 3}" for i, name in enumerate(nodes)}
     for name, cpu in nodes.items():
-        make_node(name, cpu=str(cpu))
+        make_node(name, cpu=str(cpu), labels={RACK: racks[name]})
     gangs: dict[str, int] = {}
+    modes: dict[str, str] = {}
     for g in range(12):
         size = rng.randint(1, 6)
         gangs[f"g{g}"] = size
-        create_podgroup(kube, namespace, f"g{g}", size)
+        modes[f"g{g}"] = ("", "Required", "Preferred")[g % 3]
+        topology = {"topology": {"mode": modes[f"g{g}"], "keys": [RACK]}} if modes[f"g{g}"] \
+            else {}
+        create_podgroup(kube, namespace, f"g{g}", size, **topology)
     members = [(g, i) for g, size in gangs.items() for i in range(size)]
     rng.shuffle(members)
     for g, i in members:
         create_pod(kube, namespace, pod_body(f"{g}-{i}", scheduler=sched.name, group=g))
     for round_no in range(3):
-        _wait_progress(kube, namespace, gangs, nodes)
+        _wait_progress(kube, namespace, gangs, nodes, racks, modes)
         sched.watcher.check_settled()
+        _assert_required_gangs_in_one_rack(kube, namespace, gangs, racks, modes)
         placed = [g for g in gangs if bound_count(kube, namespace, g)]
         assert placed, f"round {round_no}: nothing placed"
         for g in rng.sample(placed, k=max(1, len(placed) // 2)):
@@ -199,20 +212,42 @@ def test_randomized_gangs_invariants_and_progress(
         gone = [g for g in placed if g not in gangs]
         wait_until(lambda gone=gone: all(bound_count(kube, namespace, g) == 0 for g in gone),
                    what="deleted gangs gone")
-    _wait_progress(kube, namespace, gangs, nodes)
+    _wait_progress(kube, namespace, gangs, nodes, racks, modes)
     sched.watcher.check_settled()
+    _assert_required_gangs_in_one_rack(kube, namespace, gangs, racks, modes)
+
+
+def _assert_required_gangs_in_one_rack(kube: KubeClient, namespace: str,
+                                       gangs: dict[str, int], racks: dict[str, str],
+                                       modes: dict[str, str]) -> None:
+    where = placement(kube, namespace)
+    for g in gangs:
+        if modes[g] != "Required":
+            continue
+        used = {racks[node] for pod, node in where.items()
+                if node and pod.rsplit("-", 1)[0] == g}
+        assert len(used) <= 1, f"Required gang {g} split over racks {sorted(used)}"
 
 
 def _wait_progress(kube: KubeClient, namespace: str, gangs: dict[str, int],
-                   nodes: dict[str, int]) -> None:
-    """Wait until no pending gang would fit the free room on its own (1 CPU members)."""
+                   nodes: dict[str, int], racks: dict[str, str], modes: dict[str, str]) -> None:
+    """Wait until no pending gang would fit the free room on its own (1 CPU members; a
+    Required gang only the free room of one rack)."""
 
     def settled() -> bool:
         where = placement(kube, namespace)
         used = Counter(node for node in where.values() if node)
-        free = sum(cpu - used.get(name, 0) for name, cpu in nodes.items())
-        waiting = [size for g, size in gangs.items() if bound_count(kube, namespace, g) == 0]
-        return all(size > free for size in waiting)
+        free = {name: cpu - used.get(name, 0) for name, cpu in nodes.items()}
+        per_rack: Counter[str] = Counter()
+        for name, room in free.items():
+            per_rack[racks[name]] += room
+        for g, size in gangs.items():
+            if bound_count(kube, namespace, g):
+                continue
+            room = max(per_rack.values()) if modes[g] == "Required" else sum(free.values())
+            if size <= room:
+                return False
+        return True
 
     wait_until(settled, timeout=60, interval=0.5,
                what="progress: a pending gang fits the free room but is not placed")
