@@ -325,7 +325,11 @@ class Scheduler:
         log.debug("%s: %s", pod.key, message)
         unschedulable = status.rejected
         self.queue.requeue(pod, message, unschedulable=unschedulable)
-        if self.reporter is not None:
+        if self.reporter is None:
+            return
+        if pod.group_key and any(p.held_by_gates(pod) for p in self.event_plugins):
+            self.reporter.gated(pod, message)
+        else:
             self.reporter.unschedulable(pod, message)
 
     def _undo(self, state: CycleState, pod: Pod, node_name: str, status: Status,

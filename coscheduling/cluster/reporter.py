@@ -12,7 +12,7 @@ import heapq
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api.times import format_rfc3339
@@ -41,6 +41,7 @@ class Report:
     reason: str
     message: str
     condition: bool = False
+    condition_reason: str = "Unschedulable"  # PodScheduled=False's reason
     # What the event is about: a Pod, or (for gang-wide news) a PodGroup.
     api_version: str = "v1"
     object_kind: str = "Pod"
@@ -62,7 +63,8 @@ class Reporter:
         self._pending: dict[str, tuple[int, Report]] = {}
         self._due: list[tuple[float, int, str]] = []
         self._seq = 0
-        self._reported: dict[str, str] = {}
+        # Pod uid -> (reason, message) last reported: the same again is not written twice.
+        self._reported: dict[str, tuple[str, str]] = {}
         self._lock = threading.Condition()
         self._stop = False
         self.writes = 0
@@ -71,19 +73,30 @@ class Reporter:
 
     # -- what the scheduler calls ---------------------------------------------------------
     def unschedulable(self, pod: Pod, message: str) -> None:
-        if self._reported.get(pod.uid) == message:
+        if self._reported.get(pod.uid) == ("FailedScheduling", message):
             return
-        self._reported[pod.uid] = message
+        self._reported[pod.uid] = ("FailedScheduling", message)
         delay = self.waiting_delay if pod.group_key else 0.0
         self._submit(pod.key, delay, Report.about(pod, "Warning", "FailedScheduling", message,
                                               condition=True))
 
+    def gated(self, pod: Pod, message: str) -> None:
+        """A member waits only for siblings that scheduling gates hold back: no failure
+        (no FailedScheduling warning; PodScheduled=False says SchedulingGated, as on the
+        gated pods, so autoscalers add no node for it), a Normal event."""
+        if self._reported.get(pod.uid) == ("SchedulingGated", message):
+            return
+        self._reported[pod.uid] = ("SchedulingGated", message)
+        report = Report.about(pod, "Normal", "Waiting", message, condition=True)
+        self._submit(pod.key, self.waiting_delay,
+                     replace(report, condition_reason="SchedulingGated"))
+
     def waiting(self, pod: Pod, node_name: str, message: str) -> None:
         """A member waits at Permit: PodScheduled=False (so autoscalers see it) + an event."""
         text = f"{message} (assumed on {node_name})"
-        if self._reported.get(pod.uid) == text:
+        if self._reported.get(pod.uid) == ("Waiting", text):
             return
-        self._reported[pod.uid] = text
+        self._reported[pod.uid] = ("Waiting", text)
         self._submit(pod.key, self.waiting_delay,
                      Report.about(pod, "Normal", "Waiting", text, condition=True))
 
@@ -156,7 +169,7 @@ class Reporter:
         now = format_rfc3339(time.time())
         if report.condition:
             condition = {
-                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "type": "PodScheduled", "status": "False", "reason": report.condition_reason,
                 "message": report.message, "lastTransitionTime": now,
             }
             self.client.patch(

@@ -52,11 +52,14 @@ def test_gated_member_is_not_counted_and_the_gang_waits_until_it_is_ungated(
     written = status(sim, "g")
     assert written["phase"] == pg.PHASE_PRE_SCHEDULING
     assert written["conditions"] == [{
-        "type": "Unschedulable", "status": "True", "reason": "GangUnschedulable",
+        "type": "Unschedulable", "status": "True", "reason": "SchedulingGated",
         "message": "waiting for member pods: 2 of minMember 3 exist (1 more held by "
                    "spec.schedulingGates, not counted)"}]
-    # Waiting for members is not a failed attempt: the gang is not frozen.
+    # Waiting for members is not a failed attempt: the gang is not frozen, and its members
+    # are reported as held by the gates (no FailedScheduling), the gated pod not at all.
     assert gang_plugin(sim).manager.frozen("ns/g") is None
+    with sim.scheduler.cache.lock:
+        assert gang_plugin(sim).held_by_gates(sim.scheduler.cache.pod("ns/a"))
 
     sim.pods.on_update(gated, dataclasses.replace(gated, gated=False))
     sim.run()
@@ -75,3 +78,18 @@ def test_gated_members_beyond_min_member_do_not_hold_the_gang_back(sim: SimClust
     with sim.scheduler.cache.lock:
         counts = gang_plugin(sim).manager.counts("ns/g")
     assert (counts.members, counts.placed, counts.pending) == (2, 2, [])
+
+
+def test_a_gang_short_of_members_that_do_not_exist_yet_is_not_held_by_gates(
+        sim: SimCluster) -> None:
+    """Gates explain the wait only when the gated members would complete the gang."""
+    sim.add_node("n1")
+    sim.add_group("g", 4)
+    sim.add_pod("a", group="g")
+    sim.add_pod("b", group="g")
+    sim.pods.on_add(gated_member("c", "g"))
+    sim.run()
+    with sim.scheduler.cache.lock:
+        assert not gang_plugin(sim).held_by_gates(sim.scheduler.cache.pod("ns/a"))
+    conditions = status(sim, "g")["conditions"]
+    assert [c["reason"] for c in conditions] == ["GangUnschedulable"]

@@ -27,6 +27,7 @@ from coscheduling.plugins.coscheduling.manager import GangCounts, GangManager
 from coscheduling.plugins.coscheduling.status import (
     GroupView,
     build_status,
+    gated_members,
     occupied_by,
     room_for,
 )
@@ -257,6 +258,14 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         )
 
     # -- cluster events ------------------------------------------------------------------
+    def held_by_gates(self, pod: Pod) -> bool:
+        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
+        if group is None:
+            return False
+        counts = self.manager.counts(group.key)
+        gated = gated_members(self.handle.cache.group_pods(group.key))
+        return counts.members < group.min_member <= counts.members + gated
+
     def capacity_freed(self, exclude: str = "") -> list[str]:
         for group_key in list(self.awaiting_admission):  # their minResources may fit now
             self.handle.group_changed(group_key)

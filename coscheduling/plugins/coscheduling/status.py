@@ -76,15 +76,17 @@ def build_status(view: GroupView) -> dict[str, Any]:
             f"minMember {minimum} reached: {max(released, bound + succeeded)} members placed"))
     else:
         reason = gang.last_failure if gang is not None else ""
+        why = "GangUnschedulable"
         if phase == pg.PHASE_PRE_SCHEDULING:
             reason = (f"waiting for member pods: {view.counts.members} of minMember "
                       f"{minimum} exist")
-            gated = sum(1 for p in view.members if p.gated and not p.node_name
-                        and not p.deleting)
+            gated = gated_members(view.members)
             if gated:
                 reason += f" ({gated} more held by spec.schedulingGates, not counted)"
+            if view.counts.members + gated >= minimum:
+                why = "SchedulingGated"  # no failure: it waits for the gates to go
         if reason:
-            conditions.append(_condition("Unschedulable", True, "GangUnschedulable", reason))
+            conditions.append(_condition("Unschedulable", True, why, reason))
         if view.frozen_until:
             conditions.append(_condition(
                 "Frozen", True, "FailedAttempt",
@@ -142,3 +144,8 @@ def room_for(wanted: Mapping[str, int], nodes: Iterable[NodeInfo],
              for name, amount in sorted(wanted.items())
              if amount > free[name] - promised.get(name, 0)]
     return not short, "; ".join(short)
+
+
+def gated_members(members: Iterable[Pod]) -> int:
+    """Members that scheduling gates hold back (not members of the gang until ungated)."""
+    return sum(1 for p in members if p.gated and not p.node_name and not p.deleting)
