@@ -10,6 +10,7 @@ import time
 import pytest
 
 from coscheduling.api.podgroups import PodGroup
+from coscheduling.api.pods import parse_pod
 from coscheduling.metrics import SchedulerMetrics
 from coscheduling.preemption.pdb import parse_budget
 from tests.simulation import SimCluster
@@ -394,3 +395,68 @@ def test_a_victim_whose_eviction_failed_keeps_its_room_and_is_evicted_again(
     assert sim.bound_in_group("high") == 2
     assert sorted(set(sim.evictions.victims)) == ["ns/low-0", "ns/low-1"]
     assert not sim.violations
+
+
+def _bound(sim: SimCluster, name: str, node: str, cpu: str, priority: int) -> None:
+    """A plain pod already running on ``node`` (as another scheduler left it)."""
+    sim.pods.on_add(parse_pod({
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"nodeName": node, "priority": priority, "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}))
+
+
+def _high(sim: SimCluster, name: str, cpu: str, selector: dict[str, str] | None = None) -> None:
+    sim.pods.on_add(parse_pod({
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
+                     "creationTimestamp": "2026-01-02T00:00:00Z"},
+        "spec": {"schedulerName": "batch-scheduler", "priority": HIGH,
+                 "nodeSelector": selector or {},
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}))
+
+
+def test_a_plain_preemptors_nominated_room_is_not_taken_by_a_lower_pod(
+        sim: SimCluster) -> None:
+    sim.add_node("n", cpu="2")
+    _bound(sim, "low-a", "n", "1", LOW)
+    _bound(sim, "low-b", "n", "1", LOW + 1)
+    _high(sim, "high", "1")
+    _schedule_until_idle(sim)
+    assert sim.evictions.victims == ["ns/low-a"]
+    sim.add_pod("sneak", cpu="1", priority=LOW)  # arrives while the victim terminates
+    _schedule_until_idle(sim)
+    sim.run()
+    assert sim.bound.get("ns/high") == "n"
+    assert "ns/sneak" not in sim.bound
+    assert sim.evictions.victims == ["ns/low-a"]
+
+
+def test_victims_only_where_evicting_lets_every_filter_pass(sim: SimCluster) -> None:
+    """The cheaper victim is on a node the preemptor's selector refuses: evicting there
+    would be for nothing, so the victim is taken where the preemptor can go."""
+    sim.add_node("a", cpu="1", labels={"disk": "ssd"})
+    sim.add_node("b", cpu="1", labels={"disk": "hdd"})
+    _bound(sim, "on-a", "a", "1", LOW + 5)
+    _bound(sim, "on-b", "b", "1", LOW)  # the lower priority: the pick without the selector
+    _high(sim, "high", "1", selector={"disk": "ssd"})
+    sim.run()
+    assert sim.evictions.victims == ["ns/on-a"]
+    assert sim.bound.get("ns/high") == "a"
+
+
+@pytest.mark.parametrize(("on_x", "on_y", "victims"), [
+    # (pods on node x, pods on node y) as (cpu, priority): the node kube-scheduler picks.
+    ([("1", LOW + 2), ("1", LOW + 2)], [("2", LOW + 1)], ["ns/y-0"]),  # lowest highest prio
+    ([("1", LOW), ("1", LOW)], [("2", LOW)], ["ns/y-0"]),  # then the smallest priority sum
+    ([("2", LOW + 1)], [("1", LOW), ("1", LOW + 1)], ["ns/x-0"]),  # sum LOW+1 < 2 LOW+1
+])
+def test_candidate_nodes_are_ranked_as_kube_scheduler_ranks_them(
+        sim: SimCluster, on_x: list[tuple[str, int]], on_y: list[tuple[str, int]],
+        victims: list[str]) -> None:
+    for node, pods in (("x", on_x), ("y", on_y)):
+        sim.add_node(node, cpu="2")
+        for i, (cpu, priority) in enumerate(pods):
+            _bound(sim, f"{node}-{i}", node, cpu, priority)
+    _high(sim, "high", "2")
+    sim.run()
+    assert sorted(sim.evictions.victims) == victims
