@@ -34,15 +34,21 @@ def status(sim: SimCluster, group: str) -> dict[str, Any]:
     return found.status
 
 
-def test_gated_member_is_not_counted_and_the_gang_waits_until_it_is_ungated(
-        sim: SimCluster) -> None:
+def two_members_and_a_gated_one(sim: SimCluster, min_member: int) -> Pod:
+    """Gang g of ``min_member``: members a and b, and c held by a scheduling gate."""
     sim.add_node("n1")
-    sim.add_group("g", 3)
+    sim.add_group("g", min_member)
     sim.add_pod("a", group="g")
     sim.add_pod("b", group="g")
     gated = gated_member("c", "g")
     sim.pods.on_add(gated)
     sim.run()
+    return gated
+
+
+def test_gated_member_is_not_counted_and_the_gang_waits_until_it_is_ungated(
+        sim: SimCluster) -> None:
+    gated = two_members_and_a_gated_one(sim, 3)
 
     assert sim.bound == {}
     with sim.scheduler.cache.lock:
@@ -68,12 +74,7 @@ def test_gated_member_is_not_counted_and_the_gang_waits_until_it_is_ungated(
 
 
 def test_gated_members_beyond_min_member_do_not_hold_the_gang_back(sim: SimCluster) -> None:
-    sim.add_node("n1")
-    sim.add_group("g", 2)
-    sim.add_pod("a", group="g")
-    sim.add_pod("b", group="g")
-    sim.pods.on_add(gated_member("c", "g"))
-    sim.run()
+    two_members_and_a_gated_one(sim, 2)
     assert sorted(sim.bound) == ["ns/a", "ns/b"]
     with sim.scheduler.cache.lock:
         counts = gang_plugin(sim).manager.counts("ns/g")
@@ -83,12 +84,7 @@ def test_gated_members_beyond_min_member_do_not_hold_the_gang_back(sim: SimClust
 def test_a_gang_short_of_members_that_do_not_exist_yet_is_not_held_by_gates(
         sim: SimCluster) -> None:
     """Gates explain the wait only when the gated members would complete the gang."""
-    sim.add_node("n1")
-    sim.add_group("g", 4)
-    sim.add_pod("a", group="g")
-    sim.add_pod("b", group="g")
-    sim.pods.on_add(gated_member("c", "g"))
-    sim.run()
+    two_members_and_a_gated_one(sim, 4)
     with sim.scheduler.cache.lock:
         assert not gang_plugin(sim).held_by_gates(sim.scheduler.cache.pod("ns/a"))
     conditions = status(sim, "g")["conditions"]
