@@ -182,16 +182,19 @@ class Scheduler:
         return pod.uid in self._evicted
 
     def eviction_failed(self, pod: Pod) -> None:
-        """``pod``'s eviction could not be sent: it is no victim any more. Its room is its
-        own again, and the pods that waited for it are retried, to find room elsewhere or
-        preempt again (it may be chosen again)."""
+        """``pod``'s eviction could not be sent: it is no victim any more, and its room is its
+        own again. The pods that waited for it stop waiting and, at their next attempt (after
+        their backoff: a refusal may well repeat), find room elsewhere or preempt again. A
+        victim already seen terminating was evicted after all (an answer was lost)."""
         with self._cache.lock:
+            current = self._cache.pod(pod.key)
+            if current is not None and current.uid == pod.uid and current.deleting:
+                return
             eviction = self._evicted.pop(pod.uid, None)
             self._cache.take_back(pod)
             if eviction is not None:
                 eviction.left.discard(pod.uid)
-                takers, eviction.takers = eviction.takers, ()
-                self.activate(takers)
+                eviction.takers = ()
 
     def victim_gone(self, pod: Pod) -> None:
         """A pod preemption evicted is gone: once all of its preemption's victims are, the
@@ -327,7 +330,7 @@ class Scheduler:
         self.queue.requeue(pod, message, unschedulable=unschedulable)
         if self.reporter is None:
             return
-        if pod.group_key and any(p.held_by_gates(pod) for p in self.event_plugins):
+        if pod.group_key and any(p.held_by_gates(pod, status) for p in self.event_plugins):
             self.reporter.gated(pod, message)
         else:
             self.reporter.unschedulable(pod, message)

@@ -219,9 +219,10 @@ class ClusterEventsPlugin(Plugin):
         ``exclude`` names a group that must stay as it is (the one just rejected)."""
         return []
 
-    def held_by_gates(self, pod: Pod) -> bool:
-        """Whether ``pod`` waits only for pods that scheduling gates hold back (its gang's
-        other members): a wait the gates' owner ends, not a failure to report."""
+    def held_by_gates(self, pod: Pod, status: Status) -> bool:
+        """Whether ``status`` (a failed attempt of ``pod``) only says it waits for pods that
+        scheduling gates hold back (its gang's other members): a wait the gates' owner
+        ends, not a failure to report."""
         return False
 
     def group_changed(self, group: PodGroup) -> list[str]:

@@ -177,9 +177,10 @@ def test_randomized_gangs_invariants_and_progress(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
     """Random gangs, a third of them Required to one rack and a third Preferred, on racks of
-    random nodes, deleted and replaced in rounds: at every observed moment no gang below
-    minMember is bound, no node over-committed, no pod bound twice (the watcher); after each
-    round a Required gang sits in one rack, and no pending gang fits room left idle."""
+    random nodes, half of the placed ones deleted each round: at every observed moment no
+    gang below minMember is bound, no node over-committed, no pod bound twice (the watcher);
+    after each round a Required gang sits in one rack, and no pending gang fits room left
+    idle."""
     rng = random.Random(7)
     sched = start_scheduler({"podInitialBackoffSeconds": 0.2, "podMaxBackoffSeconds": 1})
     nodes = {f"rnd-{i}": rng.choice([2, 4, 6]) for i in range(6)}

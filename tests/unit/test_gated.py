@@ -8,6 +8,8 @@ from typing import Any
 
 from coscheduling.api import podgroups as pg
 from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.status import Status
 from coscheduling.plugins.coscheduling import Coscheduling
 from tests.simulation import GROUP_LABEL, SimCluster
 
@@ -32,6 +34,17 @@ def status(sim: SimCluster, group: str) -> dict[str, Any]:
     found = gang_plugin(sim).status_of(f"ns/{group}")
     assert found is not None
     return found.status
+
+
+def held_by_gates(sim: SimCluster, key: str) -> bool:
+    """What the scheduler decides when ``key``'s attempt fails at PreFilter: a gate wait?"""
+    plugin = gang_plugin(sim)
+    with sim.scheduler.cache.lock:
+        pod = sim.scheduler.cache.pod(key)
+        assert pod is not None
+        status = plugin.pre_filter(CycleState(), pod).with_plugin(plugin.name)
+        assert not status.ok
+        return plugin.held_by_gates(pod, status)
 
 
 def two_members_and_a_gated_one(sim: SimCluster, min_member: int) -> Pod:
@@ -64,8 +77,13 @@ def test_gated_member_is_not_counted_and_the_gang_waits_until_it_is_ungated(
     # Waiting for members is not a failed attempt: the gang is not frozen, and its members
     # are reported as held by the gates (no FailedScheduling), the gated pod not at all.
     assert gang_plugin(sim).manager.frozen("ns/g") is None
+    assert held_by_gates(sim, "ns/a")
+    # A failure of anything else is reported as the failure it is, gates or not.
+    plugin = gang_plugin(sim)
+    other = Status.unschedulable("spec.resourceClaims is not supported",
+                                 plugin="UnsupportedFields")
     with sim.scheduler.cache.lock:
-        assert gang_plugin(sim).held_by_gates(sim.scheduler.cache.pod("ns/a"))
+        assert not plugin.held_by_gates(sim.scheduler.cache.pod("ns/a"), other)
 
     sim.pods.on_update(gated, dataclasses.replace(gated, gated=False))
     sim.run()
@@ -85,7 +103,6 @@ def test_a_gang_short_of_members_that_do_not_exist_yet_is_not_held_by_gates(
         sim: SimCluster) -> None:
     """Gates explain the wait only when the gated members would complete the gang."""
     two_members_and_a_gated_one(sim, 4)
-    with sim.scheduler.cache.lock:
-        assert not gang_plugin(sim).held_by_gates(sim.scheduler.cache.pod("ns/a"))
+    assert not held_by_gates(sim, "ns/a")
     conditions = status(sim, "g")["conditions"]
     assert [c["reason"] for c in conditions] == ["GangUnschedulable"]

@@ -50,6 +50,9 @@ SelectNode = Callable[["Pod"], "tuple[str | None, str]"]
 
 log = logging.getLogger(__name__)
 
+WAITING_FOR_MEMBERS = "waiting for member pods"
+"""How a gang that has fewer members than minMember says so (status, pods, explain)."""
+
 
 class _FreezeCache(TTLCache[str, tuple[float, str]]):
     """The freeze cache. TTLCache drops expired entries whenever it is touched; this one
@@ -214,7 +217,7 @@ class GangManager:
         chosen = [pod] + [c for c in candidates if c.key != pod.key]
         if len(chosen) < need:
             return (
-                f"waiting for member pods: {counts.members} of minMember {group.min_member} "
+                f"{WAITING_FOR_MEMBERS}: {counts.members} of minMember {group.min_member} "
                 f"exist ({counts.placed} placed)"
             )
         return chosen[:need]

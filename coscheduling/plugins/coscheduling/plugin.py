@@ -23,7 +23,11 @@ from coscheduling.framework.interfaces import (
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.groups import StatusInput, api_for, labelonly, missing_message, volcano
 from coscheduling.plugins.coscheduling.args import parse_args
-from coscheduling.plugins.coscheduling.manager import GangCounts, GangManager
+from coscheduling.plugins.coscheduling.manager import (
+    WAITING_FOR_MEMBERS,
+    GangCounts,
+    GangManager,
+)
 from coscheduling.plugins.coscheduling.status import (
     GroupView,
     build_status,
@@ -155,7 +159,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         )
         why = manager.admit(pod, group, self._select_node, candidates, counts)
         if why:
-            if not why.startswith("waiting for member pods"):
+            if not why.startswith(WAITING_FOR_MEMBERS):
                 preempting = self._preempt(pod, group, candidates, counts)
                 if preempting:
                     return Status.unschedulable(f'PodGroup "{group_key}": {preempting}')
@@ -258,9 +262,10 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         )
 
     # -- cluster events ------------------------------------------------------------------
-    def held_by_gates(self, pod: Pod) -> bool:
+    def held_by_gates(self, pod: Pod, status: Status) -> bool:
         group = self.handle.podgroup(pod.group_key) if pod.group_key else None
-        if group is None:
+        if group is None or status.plugin != self.name or \
+                not status.message.startswith(f'PodGroup "{group.key}": {WAITING_FOR_MEMBERS}'):
             return False
         counts = self.manager.counts(group.key)
         gated = gated_members(self.handle.cache.group_pods(group.key))

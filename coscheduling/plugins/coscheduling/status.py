@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import format_units
 from coscheduling.api.times import format_duration, format_rfc3339
+from coscheduling.plugins.coscheduling.manager import WAITING_FOR_MEMBERS
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -78,7 +79,7 @@ def build_status(view: GroupView) -> dict[str, Any]:
         reason = gang.last_failure if gang is not None else ""
         why = "GangUnschedulable"
         if phase == pg.PHASE_PRE_SCHEDULING:
-            reason = (f"waiting for member pods: {view.counts.members} of minMember "
+            reason = (f"{WAITING_FOR_MEMBERS}: {view.counts.members} of minMember "
                       f"{minimum} exist")
             gated = gated_members(view.members)
             if gated:
