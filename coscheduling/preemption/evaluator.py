@@ -78,10 +78,7 @@ class Preemption:
         victims = self._victims.get(preemptor)
         if not victims:
             return 0
-        cache = self.handle.cache
-        evicted = self.handle.evicted_by_us  # not if its eviction failed
-        left = {key: uid for key, uid in victims.items()
-                if (p := cache.pod(key)) is not None and p.uid == uid and evicted(p)}
+        left = still_leaving(self.handle, victims)
         if left:
             self._victims[preemptor] = left
         else:
@@ -132,6 +129,14 @@ class Preemption:
             if found is not None and self.reclaimed is not None:
                 self.reclaimed(group, found)
         return found
+
+
+def still_leaving(handle: Handle, victims: Mapping[str, str]) -> dict[str, str]:
+    """The ``victims`` (key -> uid) still in the cache and still evicted by this scheduler
+    (not if their eviction failed)."""
+    cache, evicted = handle.cache, handle.evicted_by_us
+    return {key: uid for key, uid in victims.items()
+            if (p := cache.pod(key)) is not None and p.uid == uid and evicted(p)}
 
 
 def gang_priority(handle: Handle, group: PodGroup, members: Sequence[Pod]) -> int:

@@ -37,7 +37,7 @@ from coscheduling.plugins.coscheduling.topology import (
     leftover,
     total_request,
 )
-from coscheduling.preemption.evaluator import describe_victims
+from coscheduling.preemption.evaluator import describe_victims, still_leaving
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -267,7 +267,8 @@ class GangManager:
         self._commit(group, members)
         gang = self.state(group.key)
         gang.victims = {v.key: v.uid for v in victims.pods}
-        log.debug("gang %s preempts %s", group.key, describe_victims(victims))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("gang %s preempts %s", group.key, describe_victims(victims))
         self.handle.evict(victims.pods, f"gang {group.key}", [m.key for m in members])
         for member in members:
             self.handle.nominate(member, cache.claimed_node(member.key))
@@ -283,10 +284,7 @@ class GangManager:
         gang = self.gangs.get(group_key)
         if gang is None or not gang.victims:
             return 0
-        cache = self.handle.cache
-        evicted = self.handle.evicted_by_us  # not if its eviction failed
-        gang.victims = {key: uid for key, uid in gang.victims.items()
-                        if (p := cache.pod(key)) is not None and p.uid == uid and evicted(p)}
+        gang.victims = still_leaving(self.handle, gang.victims)
         if not gang.victims:
             group = self.handle.podgroup(group_key)
             if group is not None and gang.deadline:
