@@ -78,7 +78,7 @@ class SchedulerService:
         # limits as the main client's, as kube-scheduler gives its event client.
         self.report_client = KubeClient(
             ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst, token=token),
-            self.client.configuration,
+            self.client.endpoint,
         )
         self.reporter = Reporter(self.report_client, config.scheduler_name)
         self.scheduler = Scheduler(config, default_registry(), self.client, self.reporter)

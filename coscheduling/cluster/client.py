@@ -1,25 +1,22 @@
-"""A raw-JSON client on top of the kubernetes package's ApiClient.
+"""A raw-JSON client: HTTP requests to the API server on one urllib3 connection pool.
 
-The ApiClient brings what a kubeconfig can ask for (certificates, tokens, exec plugins,
-proxies); this layer skips its model classes, which are slow to build, and returns plain
-dicts. Every request has a client-side timeout, so a dead connection cannot hang a thread.
+Answers are plain dicts, not model classes (slow to build); every request has a
+client-side timeout, so a dead connection cannot hang a thread. Where the server is and how
+we authenticate comes from ``kubeconfig``.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.config.config_exception import ConfigException
 
 from coscheduling import __version__
+from coscheduling.cluster.kubeconfig import CredentialsError, Endpoint, load_endpoint
 from coscheduling.cluster.ratelimit import TokenBucket
 
 CONNECT_TIMEOUT = 5.0
@@ -66,90 +63,51 @@ class ClientSettings:
     token: str = ""
 
 
-def load_configuration(settings: ClientSettings) -> k8s_client.Configuration:
-    """A client Configuration from a kubeconfig, or the in-cluster service account."""
-    configuration = k8s_client.Configuration()
+def endpoint_for(settings: ClientSettings) -> Endpoint:
+    """The API server endpoint the settings name: a kubeconfig, or the in-cluster service
+    account; an explicit token replaces the configured credential."""
     try:
-        if settings.kubeconfig:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=settings.kubeconfig,
-                context=settings.context or None,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        else:
-            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration)
-    except (ConfigException, OSError, TypeError, ValueError) as err:
+        endpoint = load_endpoint(settings.kubeconfig, settings.context)
+    except CredentialsError as err:
         source = settings.kubeconfig or "in-cluster service account"
         raise ApiError(0, f"cannot load credentials from {source}: {err}") from err
-    configuration.connection_pool_maxsize = settings.connection_pool
-    hook = configuration.refresh_api_key_hook
-    if hook is not None and not settings.token:
-        configuration.refresh_api_key_hook = _at_most_every(REFRESH_INTERVAL, hook)
-    if settings.token:
-        # An explicit token wins: drop the kubeconfig's refresh hook, which would put the
-        # kubeconfig's own credential back before every request.
-        configuration.refresh_api_key_hook = None
-        configuration.api_key = {"authorization": "Bearer " + settings.token}
-    return configuration
-
-
-REFRESH_INTERVAL = 1.0
-"""Seconds between credential refreshes. The kubeconfig loader's refresh hook re-applies
-the whole kubeconfig (host, certificates, a proxy lookup in the environment) before every
-request; a token that expires is still reloaded within this much of its expiry."""
-
-
-def _at_most_every(seconds: float, hook: Callable[[Any], None]) -> Callable[[Any], None]:
-    last = -seconds
-
-    def refresh(configuration: Any) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if now - last >= seconds:
-            last = now
-            hook(configuration)
-            # The loader's hook installs itself again each time it runs.
-            configuration.refresh_api_key_hook = refresh
-
-    return refresh
+    return endpoint.with_token(settings.token) if settings.token else endpoint
 
 
 class KubeClient:
-    def __init__(self, settings: ClientSettings,
-                 configuration: k8s_client.Configuration | None = None) -> None:
+    def __init__(self, settings: ClientSettings, endpoint: Endpoint | None = None) -> None:
         self.settings = settings
-        self.configuration = configuration or load_configuration(settings)
-        self.api = k8s_client.ApiClient(self.configuration)
+        self.endpoint = endpoint or endpoint_for(settings)
+        if settings.token and endpoint is not None:
+            self.endpoint = endpoint.with_token(settings.token)
+        self._pool = self.endpoint.pool(settings.connection_pool)
         self._limiter = TokenBucket(settings.qps, settings.burst)
 
     @property
     def host(self) -> str:
-        return str(self.configuration.host)
+        return self.endpoint.host
 
     def close(self) -> None:
-        self.api.close()  # type: ignore[no-untyped-call]
+        self._pool.clear()
 
     def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
               body: Any = None, content_type: str = "application/json",
               timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
               stream: bool = False) -> urllib3.BaseHTTPResponse:
-        """One HTTP request on the client library's connection pool (its TLS, client
-        certificates and proxy settings), without its per-request model machinery, which
-        cost more CPU than the request itself on the binding path."""
+        """One HTTP request on the shared connection pool."""
         self._limiter.acquire()
+        try:
+            credentials = self.endpoint.credentials()
+        except CredentialsError as err:
+            raise ApiError(0, f"cannot authenticate to {self.host}: {err}") from err
         headers = {"Accept": "application/json", "Content-Type": content_type,
-                   "User-Agent": USER_AGENT}
-        auth = self.configuration.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            headers[str(auth["key"])] = str(auth["value"])
+                   "User-Agent": USER_AGENT, **credentials}
         url = self.host + path
         if query:
             url += "?" + urlencode({k: _query_value(v) for k, v in query.items()})
         connect, read = timeout if isinstance(timeout, tuple) else (CONNECT_TIMEOUT, timeout)
         try:
-            response = self.api.rest_client.pool_manager.request(
+            response = self._pool.request(
                 method, url, body=None if body is None else json.dumps(body),
                 headers=headers, timeout=urllib3.Timeout(connect=connect, read=read),
                 preload_content=False,

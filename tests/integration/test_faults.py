@@ -13,6 +13,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import yaml
 
 from coscheduling import GROUP_LABEL
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient, endpoint_for
 from coscheduling.cluster.informer import Informer
 from coscheduling.localcluster import LocalCluster, ensure_binaries
 from tests.integration.kube import (
@@ -289,11 +290,9 @@ def test_watch_expiry_410_relists_and_repairs_the_cache(tmp_path: Path) -> None:
         for name in ("keep", "gone", "changed"):
             create_pod(admin, "w", pod_body(name, scheduler="none"))
         proxy = CuttableProxy(int(admin.host.rsplit(":", 1)[1]))
-        through = KubeClient(ClientSettings(kubeconfig=str(cluster.kubeconfig)))
-        # The kubeconfig loader's refresh hook would put the real address back on every
-        # request; the token here is static, so drop it.
-        through.configuration.refresh_api_key_hook = None
-        through.configuration.host = f"https://127.0.0.1:{proxy.port}"
+        settings = ClientSettings(kubeconfig=str(cluster.kubeconfig))
+        through = KubeClient(settings, replace(endpoint_for(settings),
+                                               host=f"https://127.0.0.1:{proxy.port}"))
         seen = Seen()
         informer = Informer[Pod](through, "/api/v1/namespaces/w/pods", parse_pod,
                                  lambda p: p.key, seen, watch_read_timeout=5, name="w")

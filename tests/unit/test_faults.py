@@ -11,11 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s_client
 
 from coscheduling.cli import main
 from coscheduling.cluster.client import ClientSettings
 from coscheduling.cluster.fencing import LEADER_ANNOTATION, BindingClient
+from coscheduling.cluster.kubeconfig import Endpoint
 from coscheduling.faults import EXIT_CODE, Fault
 
 
@@ -99,9 +99,7 @@ def api() -> Iterator[tuple[str, list[tuple[str, str, Any]]]]:
 ])
 def test_bindings_carry_the_leader_identity(api: tuple[str, list[Any]], leader: str,
                                             annotations: Any) -> None:
-    configuration = k8s_client.Configuration()
-    configuration.host = api[0]
-    client = BindingClient(ClientSettings(token="t"), configuration)
+    client = BindingClient(ClientSettings(token="t"), Endpoint(host=api[0]))
     client.leader = leader
     client.bind("ns", "p", "uid-1", "n1")
     client.patch("/api/v1/namespaces/ns/pods/p/status", {"status": {}})

@@ -1,0 +1,394 @@
+"""Where the API server is, and how to prove who we are: read from a kubeconfig or from the
+pod's service account.
+
+This reads kubeconfigs itself rather than through the kubernetes package, whose generated
+model classes would be most of the scheduler's memory. A kubeconfig whose user runs an
+``exec`` or ``auth-provider`` plugin is handed to that package's loader (imported then
+only), so every credential kubectl accepts still works.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
+
+import urllib3
+import yaml
+from urllib3.connection import HTTPConnection
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+TOKEN_FILE_PERIOD = 60.0
+"""Seconds a token read from a file is used before the file is read again (client-go's
+period): the kubelet rotates projected service-account tokens in place."""
+
+REFRESH_INTERVAL = 1.0
+"""Seconds between refreshes of a plugin credential. The kubernetes package's refresh hook
+re-applies the whole kubeconfig before every request; an expiring token is still reloaded
+within this much of its expiry."""
+
+PLUGIN_FIELDS = ("exec", "auth-provider")
+"""User fields whose credential comes from a plugin: those users go to the kubernetes
+package's loader."""
+
+UNSUPPORTED_FIELDS = {
+    "as": "impersonation", "as-uid": "impersonation", "as-groups": "impersonation",
+    "as-user-extra": "impersonation",
+}
+"""User fields a scheduler must not ignore silently: it would act as another identity."""
+
+KEEPALIVE = [*HTTPConnection.default_socket_options, (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+
+Headers = Mapping[str, str]
+
+
+class CredentialsError(Exception):
+    """A kubeconfig or service account the scheduler cannot use; says which field and why."""
+
+
+def _no_credentials() -> Headers:
+    return {}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An API server address, its TLS settings, and the headers that authenticate us."""
+
+    host: str
+    ssl_context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    proxy: str | None = None
+    credentials: Callable[[], Headers] = field(default=_no_credentials, compare=False)
+
+    def with_token(self, token: str) -> Endpoint:
+        """The same server with a bearer token that replaces the configured credential."""
+        header = {"Authorization": "Bearer " + token}
+        return replace(self, credentials=lambda: header)
+
+    def pool(self, maxsize: int) -> urllib3.PoolManager:
+        """A connection pool to this server, through its proxy when it has one."""
+        options: dict[str, Any] = {"num_pools": 4, "maxsize": maxsize,
+                                   "socket_options": KEEPALIVE}
+        if self.ssl_context is not None:
+            verify = self.ssl_context.verify_mode != ssl.CERT_NONE
+            options["ssl_context"] = self.ssl_context
+            options["cert_reqs"] = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+            options["assert_hostname"] = None if verify else False
+            if self.server_hostname:
+                options["server_hostname"] = self.server_hostname
+        if self.proxy:
+            return urllib3.ProxyManager(self.proxy, **options)
+        return urllib3.PoolManager(**options)
+
+
+def load_endpoint(kubeconfig: str, context: str = "") -> Endpoint:
+    """The endpoint a kubeconfig names (its current context, or ``context``); with no
+    kubeconfig, the in-cluster service account's. ``kubeconfig`` may list several files
+    separated by the path separator, merged as kubectl merges ``KUBECONFIG``."""
+    if not kubeconfig:
+        return in_cluster_endpoint(os.environ, SERVICE_ACCOUNT_DIR)
+    merged = _merge([Path(p) for p in kubeconfig.split(os.pathsep) if p])
+    name = context or merged.current_context
+    if not name:
+        raise CredentialsError("current-context: not set, and no context was asked for")
+    ctx, _ = merged.find("contexts", name, "context")
+    cluster_name = _text(ctx.get("cluster"), f"contexts[{name}].context.cluster")
+    user_name = str(ctx.get("user") or "")
+    cluster, cluster_dir = merged.find("clusters", cluster_name, "cluster")
+    user, user_dir = merged.find("users", user_name, "user") if user_name else ({}, Path())
+    if any(key in user for key in PLUGIN_FIELDS):
+        return _plugin_endpoint(kubeconfig, name)
+    for key, what in UNSUPPORTED_FIELDS.items():
+        if key in user:
+            raise CredentialsError(f"users[{user_name}].user.{key}: {what} is not supported")
+    return _endpoint(cluster, cluster_dir, f"clusters[{cluster_name}].cluster",
+                     user, user_dir, f"users[{user_name}].user")
+
+
+def in_cluster_endpoint(environ: Mapping[str, str], account: Path) -> Endpoint:
+    """The API server a pod reaches through the ``kubernetes`` Service, as its service
+    account (token re-read as the kubelet rotates it)."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        raise CredentialsError("no kubeconfig was given, and this is not a pod: "
+                               "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset")
+    if ":" in host:
+        host = f"[{host}]"
+    token = _FileToken(account / "token")
+    token.read()  # a missing or empty token is an error now, not at the first request
+    ca = account / "ca.crt"
+    if not ca.is_file():
+        raise CredentialsError(f"{ca}: the service account's CA certificate is missing")
+    return Endpoint(host=f"https://{host}:{port}", ssl_context=_tls(cafile=str(ca)),
+                    credentials=lambda: {"Authorization": "Bearer " + token.read()})
+
+
+@dataclass
+class _Merged:
+    """kubeconfig files merged: the first file to name an entry or a current-context wins."""
+
+    entries: dict[tuple[str, str], tuple[Mapping[str, Any], Path]] = field(default_factory=dict)
+    current_context: str = ""
+
+    def find(self, section: str, name: str, inner: str) -> tuple[Mapping[str, Any], Path]:
+        if (section, name) not in self.entries:
+            raise CredentialsError(f"{section}: no entry named {name!r}")
+        body, base = self.entries[section, name]
+        return _mapping(body.get(inner) or {}, f"{section}[{name}].{inner}"), base
+
+
+def _merge(paths: list[Path]) -> _Merged:
+    merged = _Merged()
+    for path in paths:
+        try:
+            doc = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise CredentialsError(f"{path}: {err}") from err
+        doc = _mapping(doc, str(path))
+        merged.current_context = merged.current_context or str(doc.get("current-context") or "")
+        for section in ("clusters", "users", "contexts"):
+            for index, entry in enumerate(_list(doc.get(section), f"{path}: {section}")):
+                entry = _mapping(entry, f"{path}: {section}[{index}]")
+                name = _text(entry.get("name"), f"{path}: {section}[{index}].name")
+                merged.entries.setdefault((section, name), (entry, path.parent))
+    return merged
+
+
+def _endpoint(cluster: Mapping[str, Any], cluster_dir: Path, cluster_field: str,
+              user: Mapping[str, Any], user_dir: Path, user_field: str) -> Endpoint:
+    server = _text(cluster.get("server"), f"{cluster_field}.server")
+    scheme = urlsplit(server).scheme
+    if scheme not in ("https", "http"):
+        raise CredentialsError(f"{cluster_field}.server: {server!r} is not an http(s) URL")
+    context = None
+    if scheme == "https":
+        insecure = cluster.get("insecure-skip-tls-verify") is True
+        ca_data = _decoded(cluster.get("certificate-authority-data"),
+                           f"{cluster_field}.certificate-authority-data")
+        # Inline data overrides the file, as in client-go.
+        ca_file = "" if ca_data else _path(cluster.get("certificate-authority"), cluster_dir)
+        if insecure and (ca_file or ca_data):
+            raise CredentialsError(f"{cluster_field}.insecure-skip-tls-verify: a certificate "
+                                   "authority cannot be given with it")
+        context = _tls(cafile=ca_file, cadata=ca_data, insecure=insecure,
+                       where=f"{cluster_field}.certificate-authority")
+        _client_certificate(context, user, user_dir, user_field)
+    proxy = str(cluster.get("proxy-url") or "") or _environment_proxy(server)
+    return Endpoint(host=server.rstrip("/"), ssl_context=context,
+                    server_hostname=str(cluster.get("tls-server-name") or "") or None,
+                    proxy=proxy or None, credentials=_user_credentials(user, user_dir,
+                                                                       user_field))
+
+
+def _user_credentials(user: Mapping[str, Any], base: Path,
+                      user_field: str) -> Callable[[], Headers]:
+    token_file = _path(user.get("tokenFile"), base)
+    if (token_file or user.get("token")) and (user.get("username") or user.get("password")):
+        raise CredentialsError(f"{user_field}: a token and a username/password were both "
+                               "given; only one is allowed")
+    if token_file:
+        source = _FileToken(Path(token_file), fallback=str(user.get("token") or ""))
+        source.read()
+        return lambda: {"Authorization": "Bearer " + source.read()}
+    if user.get("token"):
+        header = {"Authorization": "Bearer " + _text(user["token"], f"{user_field}.token")}
+        return lambda: header
+    if user.get("username") or user.get("password"):
+        pair = f"{user.get('username') or ''}:{user.get('password') or ''}".encode()
+        header = {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+        return lambda: header
+    return _no_credentials
+
+
+def _client_certificate(context: ssl.SSLContext, user: Mapping[str, Any], base: Path,
+                        user_field: str) -> None:
+    cert_data = _decoded(user.get("client-certificate-data"),
+                         f"{user_field}.client-certificate-data")
+    key_data = _decoded(user.get("client-key-data"), f"{user_field}.client-key-data")
+    cert_file = "" if cert_data else _path(user.get("client-certificate"), base)
+    key_file = "" if key_data else _path(user.get("client-key"), base)
+    has_cert, has_key = bool(cert_file or cert_data), bool(key_file or key_data)
+    if has_cert != has_key:
+        missing = "client-key" if has_cert else "client-certificate"
+        raise CredentialsError(f"{user_field}.{missing}: a client certificate needs both "
+                               "a certificate and its key")
+    if not has_cert:
+        return
+    with _pem_files(cert_file, cert_data, key_file, key_data) as (cert, key):
+        try:
+            context.load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as err:
+            raise CredentialsError(f"{user_field}.client-certificate: cannot load the "
+                                   f"certificate and key: {err}") from err
+
+
+@contextmanager
+def _pem_files(cert_file: str, cert_data: bytes, key_file: str,
+               key_data: bytes) -> Iterator[tuple[str, str]]:
+    """The certificate and key as files (``ssl`` loads only files); inline data lives in a
+    private directory only while it is loaded."""
+    if not cert_data and not key_data:
+        yield cert_file, key_file
+        return
+    with tempfile.TemporaryDirectory(prefix="coscheduling-") as directory:
+        cert, key = cert_file, key_file
+        if cert_data:
+            cert = os.path.join(directory, "client.crt")
+            Path(cert).write_bytes(cert_data)
+        if key_data:
+            key = os.path.join(directory, "client.key")
+            Path(key).write_bytes(key_data)
+        yield cert, key
+
+
+def _tls(cafile: str = "", cadata: bytes = b"", insecure: bool = False,
+         where: str = "certificate-authority") -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    try:
+        if cafile:
+            context.load_verify_locations(cafile=cafile)
+        if cadata:
+            context.load_verify_locations(cadata=cadata.decode(errors="replace"))
+    except (ssl.SSLError, OSError) as err:
+        raise CredentialsError(f"{where}: cannot load {cafile or 'the data'}: {err}") \
+            from err
+    return context
+
+
+class _FileToken:
+    """A bearer token read from a file, re-read every TOKEN_FILE_PERIOD seconds; the last
+    good value is kept if a later read fails."""
+
+    def __init__(self, path: Path, fallback: str = "") -> None:
+        self.path = path
+        self._value = fallback
+        self._read_at = -TOKEN_FILE_PERIOD
+        self._lock = threading.Lock()
+
+    def read(self) -> str:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._read_at >= TOKEN_FILE_PERIOD:
+                try:
+                    value = self.path.read_text().strip()
+                except OSError as err:
+                    if not self._value:
+                        raise CredentialsError(f"{self.path}: cannot read the token: "
+                                               f"{err}") from err
+                    value = ""
+                if not value and not self._value:
+                    raise CredentialsError(f"{self.path}: the token file is empty")
+                self._value = value or self._value
+                self._read_at = now
+            return self._value
+
+
+def _plugin_endpoint(kubeconfig: str, context: str) -> Endpoint:
+    """A user whose credential a plugin makes: the kubernetes package's loader runs it."""
+    # Imported here only: most of its memory is models this path does not need.
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=configuration,
+            persist_config=False)
+    except Exception as err:  # the loader raises many kinds; each is a bad kubeconfig
+        raise CredentialsError(f"users: the credential plugin failed: {err}") from err
+    tls = None
+    if str(configuration.host).startswith("https"):
+        tls = _tls(cafile=configuration.ssl_ca_cert or "",
+                   insecure=not configuration.verify_ssl)
+        if configuration.cert_file:
+            tls.load_cert_chain(configuration.cert_file, configuration.key_file)
+    hook = configuration.refresh_api_key_hook
+    if hook is not None:
+        # The package runs this hook from auth_settings(), before every request.
+        configuration.refresh_api_key_hook = _at_most_every(REFRESH_INTERVAL, hook)
+
+    def credentials() -> Headers:
+        auth = configuration.auth_settings().get("BearerToken")
+        return {"Authorization": str(auth["value"])} if auth and auth.get("value") else {}
+
+    return Endpoint(host=str(configuration.host), ssl_context=tls,
+                    server_hostname=configuration.tls_server_name or None,
+                    proxy=configuration.proxy or None, credentials=credentials)
+
+
+def _at_most_every(seconds: float, hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """The package's refresh hook, run at most once per ``seconds``."""
+    last = -seconds
+    lock = threading.RLock()  # the hook may read the credential itself
+
+    def refresh(configuration: Any) -> None:
+        nonlocal last
+        with lock:
+            now = time.monotonic()
+            if now - last < seconds:
+                return
+            last = now
+            hook(configuration)
+            # The loader's hook installs itself again each time it runs.
+            configuration.refresh_api_key_hook = refresh
+
+    return refresh
+
+
+def _environment_proxy(server: str) -> str:
+    """HTTPS_PROXY / HTTP_PROXY for this server unless NO_PROXY exempts it, as client-go."""
+    parts = urlsplit(server)
+    if proxy_bypass(parts.hostname or ""):
+        return ""
+    return getproxies().get(parts.scheme, "")
+
+
+def _path(value: object, base: Path) -> str:
+    """A file named in a kubeconfig; relative names are relative to that kubeconfig."""
+    if not value:
+        return ""
+    return str(base / os.path.expanduser(str(value)))
+
+
+def _decoded(value: object, where: str) -> bytes:
+    if not value:
+        return b""
+    try:
+        return base64.b64decode(str(value), validate=True)
+    except ValueError as err:
+        raise CredentialsError(f"{where}: not base64: {err}") from err
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise CredentialsError(f"{where}: must be a non-empty string")
+    return value
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise CredentialsError(f"{where}: must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CredentialsError(f"{where}: must be a list, not {type(value).__name__}")
+    return value
