@@ -36,6 +36,7 @@ from .launcher import LocalCluster, child_setup, free_ports, http_ok, log_tail
 
 __all__ = [
     "TRAINING_OPERATOR_VERSION",
+    "OperatorExited",
     "OperatorStartError",
     "TrainingOperator",
     "TrainingOperatorBuild",
@@ -59,12 +60,18 @@ CERT_SUBDIR = Path("k8s-webhook-server") / "serving-certs"
 # its webhook server reads the certificates under os.TempDir(): the per-run $TMPDIR we set.
 ROTATOR_CERT_DIR = Path("/tmp") / CERT_SUBDIR
 START_TIMEOUT = 120.0
+START_ATTEMPTS = 2
+"""An operator that exited while starting is started once more (see _start_process)."""
 STOP_GRACE = 10.0
 FIELD_MANAGER = "coscheduling-localcluster"
 
 
 class OperatorStartError(RuntimeError):
     """The operator exited or did not become ready in time."""
+
+
+class OperatorExited(OperatorStartError):
+    """The operator process ended while it was starting."""
 
 
 @dataclass(frozen=True)
@@ -199,13 +206,7 @@ class TrainingOperator:
         try:
             self._apply_crds(kube, build)
             self._prepare_webhook_objects(kube)
-            self._spawn(build.binary)
-            try:
-                self._write_certs(self._wait_for_certs(kube))
-                self._wait(self._ready, "its readyz check to pass")
-            except BaseException:
-                self.stop()
-                raise
+            self._start_process(kube, build.binary)
         finally:
             kube.close()
         self.log(f"training-operator ready (pid {self.pid}, log {self.log_path})")
@@ -267,17 +268,47 @@ class TrainingOperator:
                 preexec_fn=child_setup(True),
             )
 
+    def _start_process(self, kube: KubeClient, binary: Path) -> None:
+        """Spawn the operator and hand it its webhook certificates.
+
+        On a new cluster its rotator makes them, and its webhook server may look for them
+        before they are copied to where it reads them; it then exits. Started again, the
+        certificates are in the Secret already and are copied before it starts."""
+        for attempt in range(START_ATTEMPTS):
+            known = self._certs_in_secret(kube)
+            if known:
+                self._write_certs(known)
+            self._spawn(binary)
+            try:
+                if not known:
+                    self._write_certs(self._wait_for_certs(kube))
+                self._wait(self._ready, "its readyz check to pass")
+                return
+            except OperatorExited as exited:
+                self.stop()
+                if known or attempt + 1 == START_ATTEMPTS:
+                    raise
+                self.log(f"training-operator exited while starting; starting it again with "
+                         f"the certificates it made ({str(exited).splitlines()[0]})")
+            except BaseException:
+                self.stop()
+                raise
+
+    def _certs_in_secret(self, kube: KubeClient) -> dict[str, bytes]:
+        """The certificates the operator's rotator wrote to the Secret, or {} if not yet."""
+        path = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/secrets/{WEBHOOK_SECRET}"
+        data = kube.get(path).get("data") or {}
+        if not all(data.get(name) for name in CERT_FILES):
+            return {}
+        return {name: base64.b64decode(data[name]) for name in CERT_FILES}
+
     def _wait_for_certs(self, kube: KubeClient) -> dict[str, bytes]:
         """The certificates once the operator's rotator has written them to the Secret."""
-        path = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/secrets/{WEBHOOK_SECRET}"
         found: dict[str, bytes] = {}
 
         def filled() -> bool:
-            data = kube.get(path).get("data") or {}
-            if not all(data.get(name) for name in CERT_FILES):
-                return False
-            found.update({name: base64.b64decode(data[name]) for name in CERT_FILES})
-            return True
+            found.update(self._certs_in_secret(kube))
+            return bool(found)
 
         self._wait(filled, f"the certificates in Secret {OPERATOR_NAMESPACE}/{WEBHOOK_SECRET}")
         return found
@@ -301,7 +332,7 @@ class TrainingOperator:
         while not condition():
             process = self.process
             if process is not None and process.poll() is not None:
-                raise OperatorStartError(
+                raise OperatorExited(
                     f"training-operator exited with code {process.returncode} while waiting "
                     f"for {what}; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
             if time.monotonic() > deadline:
