@@ -3,6 +3,8 @@ borrowing, capability, a missing queue, queue status, and the order DRF gives ga
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -271,3 +273,91 @@ def test_pods_outside_every_queue_are_not_divided(sim: SimCluster) -> None:
     proportion = _proportion(sim)
     proportion.housekeeping(0.0)
     assert proportion.statuses["a"]["deserved"] == {"cpu": "4"}
+
+
+def _schedule_until(sim: SimCluster, done: Callable[[], bool], max_seconds: float = 10.0) -> None:
+    """Run scheduling cycles (evicted pods not finishing) until ``done()``."""
+    deadline = time.monotonic() + max_seconds
+    while not done():
+        assert time.monotonic() < deadline, "the scenario did not get there"
+        sim.scheduler.schedule_one(timeout=0.02)
+
+
+def _b_claims_before_c_arrives(sim: SimCluster) -> None:
+    """a (weight 1) fills 12 cpu; b (weight 2) reclaims 8 of it: four gangs of b claim the
+    room of four evicted a-gangs, whose victims are not gone yet."""
+    for n in range(3):
+        sim.add_node(f"n{n}", cpu="4")
+    for name, weight in (("a", 1), ("b", 2), ("c", 3)):
+        _queue(sim, name, weight)
+    _gangs(sim, "a", 6)
+    sim.run()
+    assert _bound(sim, "a") == 12
+    _gangs(sim, "b", 6)
+    _schedule_until(sim, lambda: len(sim.evictions.by) == 4)
+
+
+@pytest.mark.parametrize("third_queue_arrives", [True, False])
+def test_a_gang_whose_queue_fell_over_its_share_gives_back_unused_claims(
+        sim: SimCluster, third_queue_arrives: bool) -> None:
+    """c (weight 3) arrives before b's victims are gone, so b's share drops to 4: b's two
+    newest claiming gangs give their room to c instead of starting and being evicted at
+    once. Without c, b's four gangs all start."""
+    _b_claims_before_c_arrives(sim)
+    if third_queue_arrives:
+        _gangs(sim, "c", 6)
+    sim.run()
+    assert sim.violations == []
+    if not third_queue_arrives:
+        assert (_bound(sim, "a"), _bound(sim, "b")) == (4, 8)
+        assert len(sim.evictions.victims) == 8
+        return
+    assert {q: _bound(sim, q) for q in "abc"} == {"a": 2, "b": 4, "c": 6}
+    # a gives up 10 cpu (five gangs), b nothing: no gang of b starts only to be evicted.
+    assert len(sim.evictions.victims) == 10
+    assert all(key.startswith("ns/a-") for key in sim.evictions.victims)
+    assert (sim.bound_in_group("b-g0"), sim.bound_in_group("b-g1")) == (2, 2)  # oldest kept
+
+
+def test_returned_room_goes_to_waiting_gangs_at_once() -> None:
+    """The gangs of c that found no room and backed off are tried as soon as b gives its
+    claims back, not when their backoff ends: backoff here is an hour, so a pod in backoff
+    comes back only when it is activated."""
+    sim = SimCluster({"podInitialBackoffSeconds": 3600, "podMaxBackoffSeconds": 3600})
+    try:
+        _b_claims_before_c_arrives(sim)
+        _gangs(sim, "c", 6)
+        while True:  # sim.run, but pods left in backoff do not keep it going
+            if sim.scheduler.schedule_one(timeout=0.01) is not None:
+                continue
+            sim.settle()
+            if not sim.evictions.finish():
+                break
+        assert sim.violations == []
+        assert {q: _bound(sim, q) for q in "abc"} == {"a": 2, "b": 4, "c": 6}
+    finally:
+        sim.close()
+
+
+def test_reclaim_spares_running_gangs_while_the_excess_is_in_unstarted_claims(
+        sim: SimCluster) -> None:
+    """a (1) holds 12 of 16 cpu; b (1) starts two gangs in the free room and two more
+    claim a's room, their victims not gone yet. c (2) arrives: shares 4/4/8. b's excess
+    (4) is all in the two claiming gangs, which give it back; b's running gangs are no
+    victims. c's other 4 cpu come from a."""
+    for n in range(4):
+        sim.add_node(f"n{n}", cpu="4")
+    for name, weight in (("a", 1), ("b", 1), ("c", 2)):
+        _queue(sim, name, weight)
+    _gangs(sim, "a", 6)
+    sim.run()
+    assert _bound(sim, "a") == 12
+    _gangs(sim, "b", 4)
+    # Two gangs of b started, two claim a's room; a's victims not gone yet.
+    _schedule_until(sim, lambda: len(sim.evictions.by) == 2 and _bound(sim, "b") == 4)
+    _gangs(sim, "c", 4)
+    sim.run()
+    assert sim.violations == []
+    assert {q: _bound(sim, q) for q in "abc"} == {"a": 4, "b": 4, "c": 8}
+    assert len(sim.evictions.victims) == 8
+    assert all(key.startswith("ns/a-") for key in sim.evictions.victims)

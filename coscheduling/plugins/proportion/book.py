@@ -8,7 +8,7 @@ its need (the requests of minMember of its members).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from coscheduling.api.quantity import PODS, add_into, format_units
@@ -30,6 +30,9 @@ class QueueLedger:
     running: int = 0
     waiting_gangs: list[str] = field(default_factory=list)
     deserved: dict[str, int] = field(default_factory=dict)
+    # Gangs admitted only by the room they claim (no member bound or assumed yet) -> what
+    # their claims hold: room a gang that has not started may still give back.
+    claim_only: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def over_share(self, resource: str) -> int:
         return self.allocated.get(resource, 0) - self.deserved.get(resource, 0)
@@ -98,6 +101,11 @@ def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
             add_into(ledger.allocated, pod.requests)
         if placed:
             ledger.running += 1
+            if not any(p.node_name or cache.is_assumed(p.key) for p in placed):
+                claims: dict[str, int] = {}
+                for pod in placed:
+                    add_into(claims, pod.requests)
+                ledger.claim_only[group_key] = claims
         elif any(not p.deleting and not p.gated for p in members):
             ledger.pending += 1
             ledger.waiting_gangs.append(group_key)
@@ -114,6 +122,16 @@ def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
     for name, deserved in shares.items():
         ledgers[name].deserved = deserved
     return Book(capacity, ledgers)
+
+
+def as_pending(book: Book, queue_name: str, gangs: Iterable[str]) -> Book:
+    """The book as if ``gangs`` of ``queue_name``, admitted only by their claims, were
+    pending again. The deserved shares stay: a pending gang asks for what it claimed."""
+    ledger = book.ledgers[queue_name]
+    allocated = dict(ledger.allocated)
+    for key in gangs:
+        add_into(allocated, ledger.claim_only.get(key, {}), -1)
+    return Book(book.capacity, {**book.ledgers, queue_name: replace(ledger, allocated=allocated)})
 
 
 def _sum(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:

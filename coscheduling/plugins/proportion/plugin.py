@@ -2,11 +2,14 @@
 
 PreFilter, before Coscheduling: the first member of a gang not yet admitted asks whether its
 queue's allocated plus the gang's need stays within the queue's deserved share, or fits in
-room that no queue under its share asks for. Members of an admitted gang pass.
+room that no queue under its share asks for. Members of an admitted gang pass, but for one
+that holds nothing but claims (its victims gone, no member started) while that test would
+now refuse it: it gives the room back (see ``_give_back``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +29,7 @@ from coscheduling.plugins.proportion.book import (
     QueueLedger,
     admission,
     admitted,
+    as_pending,
     build_book,
     fmt,
     gang_need,
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
 
 NAME = "Proportion"
 
+log = logging.getLogger(__name__)
+
 
 class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
     name = NAME
@@ -56,6 +62,10 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         self.book: Book | None = None  # the latest, for explain and metrics
         self._book_at: tuple[int, ...] = ()  # what the cache and queues were for it
         self._queues_version = 0
+        self.gang: Coscheduling | None = None  # the gang plugin, whose claims we may return
+        # Gangs activated for room given back and not tried since: the next room given
+        # back goes to the gangs after them.
+        self._offered: set[str] = set()
 
     def _shared(self) -> bool:
         """With one queue and no capability every gang is within its share: skip the sums."""
@@ -65,6 +75,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         """The gang plugin's preemption may reclaim what queues over their share borrowed."""
         gang = plugins.get("Coscheduling")
         if isinstance(gang, Coscheduling):
+            self.gang = gang
             gang.preemption.reclaimable = self.reclaimable
             gang.preemption.reclaimed = self.reclaimed
 
@@ -83,13 +94,73 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
                 + "; ".join(queue.errors), plugin=self.name)
         if not self._shared():
             return SUCCESS
+        self._offered.discard(group.key)
         members = self.handle.cache.group_pods(group.key)
         if admitted(self.handle, members):
+            why = self._give_back(group)
+            if why:
+                return Status.unschedulable(f'PodGroup "{group.key}": {why}', plugin=self.name)
             return SUCCESS
         why = self.why_waiting(group.queue, gang_need(group, members))
         if why:
             return Status.unschedulable(f'PodGroup "{group.key}": {why}', plugin=self.name)
         return SUCCESS
+
+    def _give_back(self, group: PodGroup) -> str:
+        """Why a gang admitted only by the room it claims gives that room back ("" if it
+        keeps it). Its queue fell over its share after it claimed (another queue's gangs
+        arrived while its victims went): started, it would only be reclaimed at once, one
+        more eviction and wait for everyone. So once its victims are gone, and no member
+        is placed yet, it passes the admission of a pending gang again, its queue's newer
+        such gangs counted as pending too (the newest give back first). Failing it, its
+        claims go and the waiting gangs of queues below their share are tried at once."""
+        gang, cache = self.gang, self.handle.cache
+        if gang is None or any(p.node_name or cache.is_assumed(p.key)
+                               for p in cache.group_pods(group.key)) \
+                or gang.manager.victims_left(group.key):
+            return ""  # started, or still waiting for its victims: the ledger is not read
+        book = self._current_book()
+        ledger = book.ledgers.get(group.queue)
+        claims = ledger.claim_only.get(group.key) if ledger is not None else None
+        if not claims or ledger is None:
+            return ""
+        age = (group.created, group.key)
+        newer = [key for key in ledger.claim_only if key == group.key or (
+            (other := self.handle.podgroup(key)) is not None and (other.created, key) > age)]
+        why = admission(as_pending(book, group.queue, newer), group.queue, claims)
+        if not why:
+            return ""
+        why = f"gives back the room it claimed, as its queue is over its share now: {why}"
+        gang.manager.reject(group.key, why, freeze=False)
+        self.handle.group_event(group, "Normal", "ClaimReturned", why)
+        self.handle.capacity_freed()
+        takers = self._takers(as_pending(book, group.queue, [group.key]), group.queue, claims)
+        log.debug("gang %s gives back its claims, for %s", group.key, ", ".join(takers))
+        self.handle.activate(p.key for key in takers for p in cache.group_pods(key))
+        return why
+
+    def _takers(self, book: Book, queue_name: str, room: Mapping[str, int]) -> list[str]:
+        """The oldest waiting gangs of other queues that their queue's share admits now, as
+        many as ``room`` holds (at least one), after those offered earlier room and not
+        tried yet: whom returned room is for."""
+        cache = self.handle.cache
+        waiting = sorted(((group.created, key), name, group)
+                         for name, ledger in book.ledgers.items() if name != queue_name
+                         for key in ledger.waiting_gangs
+                         if (group := self.handle.podgroup(key)) is not None)
+        self._offered &= {key for (_, key), _, _ in waiting}
+        left = dict(room)
+        takers: list[str] = []
+        for (_, key), name, group in waiting:
+            need = gang_need(group, cache.group_pods(key))
+            if key in self._offered or admission(book, name, need):
+                continue
+            if takers and any(need.get(r, 0) > left.get(r, 0) for r in need):
+                break
+            add_into(left, need, -1)
+            takers.append(key)
+        self._offered.update(takers)
+        return takers
 
     def why_waiting(self, queue_name: str, need: Mapping[str, int]) -> str:
         """Why a pending gang of ``queue_name`` needing ``need`` waits ("" if it may go)."""

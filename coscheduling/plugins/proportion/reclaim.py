@@ -1,9 +1,11 @@
 """Reclaim: a queue below its deserved share takes back room other queues borrowed.
 
 Only gangs of queues over their share with ``reclaimable: true`` are offered, and of each
-such queue only as many gangs as its excess over its share: reclaim never pushes a queue
-below what it deserves. The preemption search then evicts the fewest of them (whole gangs or
-surplus members, never a broken gang), and nothing at all if the gang would still not fit.
+such queue only as many gangs as its excess over its share, less what is leaving already
+and what its gangs not started yet hold in claims (they give that back instead): reclaim
+never pushes a queue below what it deserves. The preemption search then evicts the fewest
+of them (whole gangs or surplus members, never a broken gang), and nothing at all if the
+gang would still not fit.
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ def reclaimable_units(handle: Handle, book: Book, group: PodGroup, need: Mapping
         offered.sort(key=lambda u: (u.priority, -max(p.created for p in u.pods)))
         budget = excess(donor)
         _within(going, budget, force=True)
+        # Gangs of the donor that hold only claims give them back before they start (see
+        # Proportion's give-back): that part of the excess is no running gang's to lose.
+        for claims in donor.claim_only.values():
+            for resource in budget:
+                budget[resource] -= claims.get(resource, 0)
         taken: list[Unit] = []
         for unit in offered:
             if not unit.group_key:
