@@ -52,9 +52,10 @@ class Preemption:
             return []
         # Pods this scheduler evicted already are going anyway: evicting them again frees
         # nothing, and their room is promised to the preemptor they were evicted for.
-        leaving = self.handle.evicted_by_us
-        return eviction_units((p for p in self.handle.cache.pods() if not leaving(p)),
-                              priority, own_group, self.handle.podgroup, self.gang_priority)
+        leaving, cache = self.handle.evicted_by_us, self.handle.cache
+        return eviction_units((p for p in cache.pods() if not leaving(p)), priority, own_group,
+                              self.handle.podgroup, self.gang_priority,
+                              lambda p: cache.is_assumed(p.key))
 
     def violations(self, pods: Sequence[Pod]) -> set[str]:
         return pdb.violations(self.handle.budgets(), pods)

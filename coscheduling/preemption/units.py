@@ -33,17 +33,23 @@ class Unit:
 
 def eviction_units(pods: Iterable[Pod], priority: int, own_group: str,
                    group_of: Callable[[str], PodGroup | None],
-                   gang_priority: Callable[[PodGroup, list[Pod]], int]) -> list[Unit]:
+                   gang_priority: Callable[[PodGroup, list[Pod]], int],
+                   in_flight: Callable[[Pod], bool]) -> list[Unit]:
     """The units a preemptor of ``priority`` may evict, from the cluster's ``pods``.
 
     Only bound, running pods of strictly lower priority are victims (a gang's priority is
-    its own, see ``gang_priority``); pods in flight (assumed, waiting, claimed) and the
-    preemptor's own gang never are. Strictly lower on both sides is what keeps two gangs
-    from preempting each other in a loop.
+    its own, see ``gang_priority``); pods in flight (``in_flight``: assumed, waiting at
+    Permit, being bound) and the preemptor's own gang never are, nor is a gang with a
+    member in flight: its bound members are not all it holds, and evicting them would
+    leave the rest bound below minMember. Strictly lower on both sides is what keeps two
+    gangs from preempting each other in a loop.
     """
     plain: list[Unit] = []
     gangs: dict[str, list[Pod]] = {}
+    unsettled: set[str] = set()
     for pod in pods:
+        if not pod.node_name and pod.group_key and in_flight(pod):
+            unsettled.add(pod.group_key)
         if not pod.node_name or pod.deleting or pod.terminal:
             continue
         group = group_of(pod.group_key) if pod.group_key else None
@@ -54,6 +60,8 @@ def eviction_units(pods: Iterable[Pod], priority: int, own_group: str,
             gangs.setdefault(pod.group_key, []).append(pod)
     units = plain
     for group_key, members in gangs.items():
+        if group_key in unsettled:
+            continue
         group = group_of(group_key)
         assert group is not None
         value = gang_priority(group, members)

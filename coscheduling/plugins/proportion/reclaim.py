@@ -65,7 +65,8 @@ def reclaimable_units(handle: Handle, book: Book, group: PodGroup, need: Mapping
         # again, and no longer part of the queue's excess.
         going = [p for p in pods if handle.evicted_by_us(p)]
         offered = eviction_units([p for p in pods if not handle.evicted_by_us(p)], EVERYONE,
-                                 group.key, handle.podgroup, gang_priority)
+                                 group.key, handle.podgroup, gang_priority,
+                                 lambda p: cache.is_assumed(p.key))
         # Lowest priority, then newest, offered first, while the queue stays at its share.
         offered.sort(key=lambda u: (u.priority, -max(p.created for p in u.pods)))
         budget = excess(donor)
