@@ -200,7 +200,7 @@ class _WhoAmI(BaseHTTPRequestHandler):
         peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) \
             else None
         subject = dict(item[0] for item in (peer or {}).get("subject", ()))
-        body = yaml.safe_dump({"cn": subject.get("commonName", ""),
+        body = yaml.safe_dump({"cn": subject.get("commonName", ""), "path": self.path,
                                "auth": self.headers.get("Authorization", "")}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -252,14 +252,14 @@ def test_tls_with_inline_ca_and_client_certificate(tmp_path: Path, certs: dict[s
     answer = _who(tmp_path, server, {"certificate-authority-data": _b64(ca.read_bytes())},
                   {"client-certificate-data": _b64(cert.read_bytes()),
                    "client-key-data": _b64(key.read_bytes()), "token": "t"})
-    assert answer == {"cn": "scheduler", "auth": "Bearer t"}
+    assert answer == {"cn": "scheduler", "auth": "Bearer t", "path": "/whoami"}
     # The same with files named relative to the kubeconfig.
     (tmp_path / "pki").mkdir()
     for source, name in ((ca, "ca.crt"), (cert, "c.crt"), (key, "c.key")):
         (tmp_path / "pki" / name).write_bytes(source.read_bytes())
     answer = _who(tmp_path, server, {"certificate-authority": "pki/ca.crt"},
                   {"client-certificate": "pki/c.crt", "client-key": "pki/c.key"})
-    assert answer == {"cn": "scheduler", "auth": ""}
+    assert answer == {"cn": "scheduler", "auth": "", "path": "/whoami"}
 
 
 def test_tls_server_name_is_what_the_certificate_is_checked_against(
@@ -274,6 +274,9 @@ def test_tls_server_name_is_what_the_certificate_is_checked_against(
 def test_an_unknown_ca_is_refused_unless_verification_is_skipped(
         tmp_path: Path, certs: dict[str, Pair], serve: Any) -> None:
     server = serve("by-ip")
+    # A server URL with a path (a proxy in front of several clusters) keeps it.
+    assert _who(tmp_path, server + "/clusters/c1/", {"insecure-skip-tls-verify": True},
+                {})["path"] == "/clusters/c1/whoami"
     with pytest.raises(ApiError, match="CERTIFICATE_VERIFY_FAILED"):
         _who(tmp_path, server, {"certificate-authority": str(certs["other-ca"][0])}, {})
     assert _who(tmp_path, server, {"insecure-skip-tls-verify": True}, {})["cn"] == ""
@@ -331,3 +334,22 @@ def test_exec_plugin_runs_through_the_kubernetes_package_at_most_once_a_second(
     endpoint.credentials()
     endpoint.credentials()
     assert len(runs.read_text()) == after_load + 2
+
+
+def test_requests_go_through_the_proxy_url(tmp_path: Path) -> None:
+    """A plain-HTTP server behind ``proxy-url``: the proxy gets the request, addressed to
+    the server."""
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _WhoAmI)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        doc = _config(cluster={"server": "http://api.invalid:8080",
+                               "proxy-url": f"http://127.0.0.1:{proxy.server_address[1]}"},
+                      user={"token": "t"})
+        client = KubeClient(ClientSettings(kubeconfig=_write(tmp_path, doc)))
+        answer = yaml.safe_load(client._call("GET", "/api", query={"a": "b"}).data)
+        assert answer["path"] == "http://api.invalid:8080/api?a=b"
+        assert answer["auth"] == "Bearer t"
+        client.close()
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
