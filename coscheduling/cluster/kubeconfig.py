@@ -10,6 +10,7 @@ only), so every credential kubectl accepts still works.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import socket
 import ssl
@@ -21,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import getproxies, proxy_bypass
+from urllib.parse import unquote, urlsplit
+from urllib.request import getproxies
 
 import urllib3
 import yaml
@@ -69,6 +70,7 @@ class Endpoint:
     ssl_context: ssl.SSLContext | None = None
     server_hostname: str | None = None
     proxy: str | None = None
+    proxy_headers: Mapping[str, str] = field(default_factory=dict)
     credentials: Callable[[], Headers] = field(default=_no_credentials, compare=False)
 
     def with_token(self, token: str) -> Endpoint:
@@ -88,7 +90,8 @@ class Endpoint:
             if self.server_hostname:
                 options["server_hostname"] = self.server_hostname
         if self.proxy:
-            return urllib3.ProxyManager(self.proxy, **options)
+            return urllib3.ProxyManager(self.proxy, proxy_headers=dict(self.proxy_headers),
+                                        **options)
         return urllib3.PoolManager(**options)
 
 
@@ -98,7 +101,10 @@ def load_endpoint(kubeconfig: str, context: str = "") -> Endpoint:
     separated by the path separator, merged as kubectl merges ``KUBECONFIG``."""
     if not kubeconfig:
         return in_cluster_endpoint(os.environ, SERVICE_ACCOUNT_DIR)
-    merged = _merge([Path(p) for p in kubeconfig.split(os.pathsep) if p])
+    paths = [Path(p) for p in kubeconfig.split(os.pathsep) if p]
+    if len(paths) > 1:  # files missing from a list are skipped, as kubectl skips them
+        paths = [p for p in paths if p.exists()] or paths[:1]
+    merged = _merge(paths)
     name = context or merged.current_context
     if not name:
         raise CredentialsError("current-context: not set, and no context was asked for")
@@ -130,7 +136,10 @@ def in_cluster_endpoint(environ: Mapping[str, str], account: Path) -> Endpoint:
     ca = account / "ca.crt"
     if not ca.is_file():
         raise CredentialsError(f"{ca}: the service account's CA certificate is missing")
-    return Endpoint(host=f"https://{host}:{port}", ssl_context=_tls(cafile=str(ca)),
+    server = f"https://{host}:{port}"
+    proxy, proxy_headers = _proxy_for(server, "", "")
+    return Endpoint(host=server, ssl_context=_tls(cafile=str(ca)), proxy=proxy,
+                    proxy_headers=proxy_headers,
                     credentials=lambda: {"Authorization": "Bearer " + token.read()})
 
 
@@ -168,6 +177,8 @@ def _merge(paths: list[Path]) -> _Merged:
 def _endpoint(cluster: Mapping[str, Any], cluster_dir: Path, cluster_field: str,
               user: Mapping[str, Any], user_dir: Path, user_field: str) -> Endpoint:
     server = _text(cluster.get("server"), f"{cluster_field}.server")
+    if "://" not in server:
+        server = "https://" + server  # as client-go's DefaultServerURL
     scheme = urlsplit(server).scheme
     if scheme not in ("https", "http"):
         raise CredentialsError(f"{cluster_field}.server: {server!r} is not an http(s) URL")
@@ -184,11 +195,12 @@ def _endpoint(cluster: Mapping[str, Any], cluster_dir: Path, cluster_field: str,
         context = _tls(cafile=ca_file, cadata=ca_data, insecure=insecure,
                        where=f"{cluster_field}.certificate-authority")
         _client_certificate(context, user, user_dir, user_field)
-    proxy = str(cluster.get("proxy-url") or "") or _environment_proxy(server)
+    proxy, proxy_headers = _proxy_for(server, str(cluster.get("proxy-url") or ""),
+                                      f"{cluster_field}.proxy-url")
     return Endpoint(host=server.rstrip("/"), ssl_context=context,
                     server_hostname=str(cluster.get("tls-server-name") or "") or None,
-                    proxy=proxy or None, credentials=_user_credentials(user, user_dir,
-                                                                       user_field))
+                    proxy=proxy, proxy_headers=proxy_headers,
+                    credentials=_user_credentials(user, user_dir, user_field))
 
 
 def _user_credentials(user: Mapping[str, Any], base: Path,
@@ -254,20 +266,19 @@ def _pem_files(cert_file: str, cert_data: bytes, key_file: str,
 
 def _tls(cafile: str = "", cadata: bytes = b"", insecure: bool = False,
          where: str = "certificate-authority") -> ssl.SSLContext:
-    context = ssl.create_default_context()
+    """A client TLS context. A configured CA is the only one trusted, as in client-go; the
+    system's CAs are trusted only when no CA is configured."""
     if insecure:
+        context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
     try:
-        if cafile:
-            context.load_verify_locations(cafile=cafile)
-        if cadata:
-            context.load_verify_locations(cadata=cadata.decode(errors="replace"))
+        return ssl.create_default_context(
+            cafile=cafile or None, cadata=cadata.decode(errors="replace") if cadata else None)
     except (ssl.SSLError, OSError) as err:
         raise CredentialsError(f"{where}: cannot load {cafile or 'the data'}: {err}") \
             from err
-    return context
 
 
 class _FileToken:
@@ -316,7 +327,11 @@ def _plugin_endpoint(kubeconfig: str, context: str) -> Endpoint:
         tls = _tls(cafile=configuration.ssl_ca_cert or "",
                    insecure=not configuration.verify_ssl)
         if configuration.cert_file:
-            tls.load_cert_chain(configuration.cert_file, configuration.key_file)
+            try:
+                tls.load_cert_chain(configuration.cert_file, configuration.key_file)
+            except (ssl.SSLError, OSError) as err:
+                raise CredentialsError(f"users: the plugin's client certificate cannot be "
+                                       f"loaded: {err}") from err
     hook = configuration.refresh_api_key_hook
     if hook is not None:
         # The package runs this hook from auth_settings(), before every request.
@@ -326,9 +341,11 @@ def _plugin_endpoint(kubeconfig: str, context: str) -> Endpoint:
         auth = configuration.auth_settings().get("BearerToken")
         return {"Authorization": str(auth["value"])} if auth and auth.get("value") else {}
 
+    proxy, proxy_headers = _proxy_for(str(configuration.host), configuration.proxy or "",
+                                      "clusters: proxy-url")
     return Endpoint(host=str(configuration.host), ssl_context=tls,
                     server_hostname=configuration.tls_server_name or None,
-                    proxy=configuration.proxy or None, credentials=credentials)
+                    proxy=proxy, proxy_headers=proxy_headers, credentials=credentials)
 
 
 def _at_most_every(seconds: float, hook: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -351,11 +368,71 @@ def _at_most_every(seconds: float, hook: Callable[[Any], None]) -> Callable[[Any
 
 
 def _environment_proxy(server: str) -> str:
-    """HTTPS_PROXY / HTTP_PROXY for this server unless NO_PROXY exempts it, as client-go."""
+    """HTTPS_PROXY / HTTP_PROXY for this server, as Go's ProxyFromEnvironment chooses it:
+    never for localhost or a loopback address, nor for a host NO_PROXY names (a name, a
+    domain suffix, an address or a CIDR range)."""
     parts = urlsplit(server)
-    if proxy_bypass(parts.hostname or ""):
+    host = (parts.hostname or "").lower()
+    if not host or host == "localhost" or _is_loopback(host) or _no_proxy(host):
         return ""
     return getproxies().get(parts.scheme, "")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _no_proxy(host: str) -> bool:
+    entries = (os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or "").split(",")
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = \
+            ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (e.strip().lower() for e in entries):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        if address is not None and "/" in entry:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        name = entry.rsplit(":", 1)[0] if entry.count(":") == 1 else entry
+        name = name.removeprefix("*").removeprefix(".")
+        if host == name or host.endswith("." + name):
+            return True
+    return False
+
+
+def _proxy_for(server: str, configured: str, where: str) -> tuple[str | None, dict[str, str]]:
+    """The proxy for ``server``: the configured one, else the environment's."""
+    if configured:
+        return _proxy(configured, where)
+    from_environment = _environment_proxy(server)
+    if from_environment:
+        return _proxy(from_environment, "HTTPS_PROXY/HTTP_PROXY")
+    return None, {}
+
+
+def _proxy(url: str, where: str) -> tuple[str, dict[str, str]]:
+    """A proxy URL without its credentials, and the header that carries them (urllib3
+    does not send a URL's user:password to the proxy itself; Go's transport does)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise CredentialsError(f"{where}: {parts.scheme or 'a schemeless'} proxy is not "
+                               "supported (only http and https proxies)")
+    if parts.username is None:
+        return url, {}
+    bare = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return bare, {"Proxy-Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
 
 
 def _path(value: object, base: Path) -> str:
@@ -368,8 +445,8 @@ def _path(value: object, base: Path) -> str:
 def _decoded(value: object, where: str) -> bytes:
     if not value:
         return b""
-    try:
-        return base64.b64decode(str(value), validate=True)
+    try:  # line breaks are allowed, as Go's decoder ignores them
+        return base64.b64decode("".join(str(value).split()), validate=True)
     except ValueError as err:
         raise CredentialsError(f"{where}: not base64: {err}") from err
 

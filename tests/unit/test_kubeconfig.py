@@ -81,14 +81,46 @@ def test_plain_http_has_no_tls(tmp_path: Path) -> None:
     assert load_endpoint(_write(tmp_path, doc)).ssl_context is None
 
 
-def test_environment_proxy_unless_no_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _write(tmp_path, _config(cluster={"server": "https://api.example:6443"}))
+@pytest.mark.parametrize(("server", "no_proxy", "proxied"), [
+    ("https://api.example:6443", "", True),
+    ("https://api.example:6443", "api.example", False),
+    ("https://api.example:6443", "other.example,.example", False),
+    ("https://api.example:6443", "*", False),
+    ("https://api.example.com:6443", "example", True),  # a suffix matches whole labels only
+    ("https://10.1.2.3:6443", "10.0.0.0/8", False),  # CIDR ranges, as Go's rules
+    ("https://10.1.2.3:6443", "192.168.0.0/16", True),
+    ("https://127.0.0.1:6443", "", False),  # loopback is never proxied, as in Go
+    ("https://localhost:6443", "", False),
+    ("https://[::1]:6443", "", False),
+])
+def test_environment_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str,
+                           no_proxy: str, proxied: bool) -> None:
+    path = _write(tmp_path, _config(cluster={"server": server}))
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    assert load_endpoint(path).proxy == "http://proxy.example:3128"
-    monkeypatch.setenv("NO_PROXY", "api.example")
-    assert load_endpoint(path).proxy is None
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    assert load_endpoint(path).proxy == ("http://proxy.example:3128" if proxied else None)
+
+
+def test_proxy_credentials_go_in_a_header_not_the_url(tmp_path: Path) -> None:
+    doc = _config(cluster={"proxy-url": "http://ann:p%40ss@proxy.example:3128"})
+    endpoint = load_endpoint(_write(tmp_path, doc))
+    assert endpoint.proxy == "http://proxy.example:3128"
+    assert endpoint.proxy_headers == {"Proxy-Authorization": "Basic " + _b64(b"ann:p@ss")}
+
+
+def test_forgiving_forms_kubectl_accepts(tmp_path: Path, certs: dict[str, Pair]) -> None:
+    """A server without a scheme is https; base64 data may be wrapped over lines; a file
+    missing from a list of kubeconfigs is skipped."""
+    pem = certs["ca"][0].read_bytes()
+    wrapped = "\n".join(_b64(pem)[i:i + 64] for i in range(0, len(_b64(pem)), 64))
+    doc = _config(cluster={"server": "127.0.0.1:6443", "insecure-skip-tls-verify": False,
+                           "certificate-authority-data": wrapped})
+    path = _write(tmp_path, doc)
+    endpoint = load_endpoint(f"{tmp_path / 'missing'}:{path}")
+    assert endpoint.host == "https://127.0.0.1:6443"
+    assert endpoint.ssl_context is not None
+    assert endpoint.ssl_context.verify_mode == ssl.CERT_REQUIRED
 
 
 def test_merged_files_first_entry_and_current_context_win(tmp_path: Path) -> None:
@@ -132,6 +164,8 @@ def test_merged_files_first_entry_and_current_context_win(tmp_path: Path) -> Non
      "users[u].user: a token and a username/password were both given"),
     (_config(user={"as": "someone"}), "users[u].user.as: impersonation is not supported"),
     (_config(user={"tokenFile": "missing.txt"}), "missing.txt: cannot read the token"),
+    (_config(cluster={"proxy-url": "socks5://proxy.example:1080"}),
+     "clusters[c].cluster.proxy-url: socks5 proxy is not supported"),
 ])
 def test_bad_kubeconfig_names_the_field(tmp_path: Path, doc: Any, message: str) -> None:
     with pytest.raises(CredentialsError) as raised:
@@ -190,6 +224,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
     make("by-ip", leaf("serverAuth", "IP:127.0.0.1"), "ca")
     make("by-name", leaf("serverAuth", "DNS:kubernetes"), "ca")
     make("scheduler", leaf("clientAuth"), "ca")
+    make("by-other", leaf("serverAuth", "IP:127.0.0.1"), "other-ca")
     return made
 
 
@@ -280,6 +315,18 @@ def test_an_unknown_ca_is_refused_unless_verification_is_skipped(
     with pytest.raises(ApiError, match="CERTIFICATE_VERIFY_FAILED"):
         _who(tmp_path, server, {"certificate-authority": str(certs["other-ca"][0])}, {})
     assert _who(tmp_path, server, {"insecure-skip-tls-verify": True}, {})["cn"] == ""
+
+
+def test_a_configured_ca_is_the_only_one_trusted(
+        tmp_path: Path, certs: dict[str, Pair], serve: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system's CAs (here: other-ca, through SSL_CERT_FILE) are trusted only when the
+    kubeconfig names no CA, as in client-go."""
+    server = serve("by-other")
+    monkeypatch.setenv("SSL_CERT_FILE", str(certs["other-ca"][0]))
+    assert _who(tmp_path, server, {}, {})["path"] == "/whoami"
+    with pytest.raises(ApiError, match="CERTIFICATE_VERIFY_FAILED"):
+        _who(tmp_path, server, {"certificate-authority": str(certs["ca"][0])}, {})
 
 
 def test_in_cluster_service_account(tmp_path: Path, certs: dict[str, Pair], serve: Any,

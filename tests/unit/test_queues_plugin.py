@@ -3,7 +3,6 @@ borrowing, capability, a missing queue, queue status, and the order DRF gives ga
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -275,12 +274,17 @@ def test_pods_outside_every_queue_are_not_divided(sim: SimCluster) -> None:
     assert proportion.statuses["a"]["deserved"] == {"cpu": "4"}
 
 
-def _schedule_until(sim: SimCluster, done: Callable[[], bool], max_seconds: float = 10.0) -> None:
+MAX_CYCLES = 2000
+"""More scheduling cycles than any scenario here needs: a livelock fails, never hangs."""
+
+
+def _schedule_until(sim: SimCluster, done: Callable[[], bool]) -> None:
     """Run scheduling cycles (evicted pods not finishing) until ``done()``."""
-    deadline = time.monotonic() + max_seconds
-    while not done():
-        assert time.monotonic() < deadline, "the scenario did not get there"
+    for _ in range(MAX_CYCLES):
+        if done():
+            return
         sim.scheduler.schedule_one(timeout=0.02)
+    raise AssertionError(f"the scenario did not get there in {MAX_CYCLES} cycles")
 
 
 def _b_claims_before_c_arrives(sim: SimCluster) -> None:
@@ -327,12 +331,14 @@ def test_returned_room_goes_to_waiting_gangs_at_once() -> None:
     try:
         _b_claims_before_c_arrives(sim)
         _gangs(sim, "c", 6)
-        while True:  # sim.run, but pods left in backoff do not keep it going
+        for _ in range(MAX_CYCLES):  # sim.run, but pods left in backoff do not keep it going
             if sim.scheduler.schedule_one(timeout=0.01) is not None:
                 continue
             sim.settle()
             if not sim.evictions.finish():
                 break
+        else:
+            raise AssertionError(f"still scheduling after {MAX_CYCLES} cycles")
         assert sim.violations == []
         assert {q: _bound(sim, q) for q in "abc"} == {"a": 2, "b": 4, "c": 6}
     finally:
