@@ -287,16 +287,21 @@ def _schedule_until(sim: SimCluster, done: Callable[[], bool]) -> None:
     raise AssertionError(f"the scenario did not get there in {MAX_CYCLES} cycles")
 
 
-def _b_claims_before_c_arrives(sim: SimCluster) -> None:
-    """a (weight 1) fills 12 cpu; b (weight 2) reclaims 8 of it: four gangs of b claim the
-    room of four evicted a-gangs, whose victims are not gone yet."""
-    for n in range(3):
+def _a_fills_12_cpu(sim: SimCluster, nodes: int, weights: dict[str, int]) -> None:
+    """``nodes`` nodes of 4 cpu, the queues at ``weights``, and six gangs of a bound."""
+    for n in range(nodes):
         sim.add_node(f"n{n}", cpu="4")
-    for name, weight in (("a", 1), ("b", 2), ("c", 3)):
+    for name, weight in weights.items():
         _queue(sim, name, weight)
     _gangs(sim, "a", 6)
     sim.run()
     assert _bound(sim, "a") == 12
+
+
+def _b_claims_before_c_arrives(sim: SimCluster) -> None:
+    """a (weight 1) fills 12 cpu; b (weight 2) reclaims 8 of it: four gangs of b claim the
+    room of four evicted a-gangs, whose victims are not gone yet."""
+    _a_fills_12_cpu(sim, nodes=3, weights={"a": 1, "b": 2, "c": 3})
     _gangs(sim, "b", 6)
     _schedule_until(sim, lambda: len(sim.evictions.by) == 4)
 
@@ -351,13 +356,7 @@ def test_reclaim_spares_running_gangs_while_the_excess_is_in_unstarted_claims(
     claim a's room, their victims not gone yet. c (2) arrives: shares 4/4/8. b's excess
     (4) is all in the two claiming gangs, which give it back; b's running gangs are no
     victims. c's other 4 cpu come from a."""
-    for n in range(4):
-        sim.add_node(f"n{n}", cpu="4")
-    for name, weight in (("a", 1), ("b", 1), ("c", 2)):
-        _queue(sim, name, weight)
-    _gangs(sim, "a", 6)
-    sim.run()
-    assert _bound(sim, "a") == 12
+    _a_fills_12_cpu(sim, nodes=4, weights={"a": 1, "b": 1, "c": 2})
     _gangs(sim, "b", 4)
     # Two gangs of b started, two claim a's room; a's victims not gone yet.
     _schedule_until(sim, lambda: len(sim.evictions.by) == 2 and _bound(sim, "b") == 4)
