@@ -19,9 +19,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.localcluster import LocalCluster, ensure_binaries
+from coscheduling.localcluster.launcher import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -35,12 +38,19 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
+_required: list[Callable[[], None]] = []
+"""Checks that the processes the demo relies on still run (each raises if one died): a
+wait fails at once with the reason, not a minute later with a timeout."""
+
+
 def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = condition()
         if result:
             return result
+        for check in _required:
+            check()
         time.sleep(0.3)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
@@ -152,12 +162,16 @@ class Demo:
             _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
                      f"crd/{KUBE_BATCH_CRD}")
             _say("== starting the scheduler: deploy/start.sh --background "
-                 "--config examples/binpack-config.yaml")
+                 "--config examples/binpack-config.yaml (metrics and gRPC on free ports)")
+            config, grpc_port = self._config_on_free_ports()
             subprocess.run([str(REPO / "deploy" / "start.sh"), "--kubeconfig", str(kubeconfig),
-                            "--config", str(EXAMPLES / "binpack-config.yaml"), "--background"],
-                           check=True, env=self.env)
+                            "--config", str(config), "--background", "--",
+                            f"--address=127.0.0.1:{grpc_port}"], check=True, env=self.env)
+            _required.append(self._scheduler_running)
             self._examples(kube, kubeconfig)
         finally:
+            with contextlib.suppress(ValueError):
+                _required.remove(self._scheduler_running)
             subprocess.run([str(REPO / "deploy" / "start.sh"), "stop"], env=self.env,
                            check=False)
             kube.close()
@@ -166,6 +180,27 @@ class Demo:
         _say(f"== {len(self.results) - len(failed)}/{len(self.results)} expected outcomes seen"
              + (f"; FAILED: {', '.join(failed)}" if failed else ""))
         return 1 if failed else 0
+
+    def _config_on_free_ports(self) -> tuple[Path, int]:
+        """examples/binpack-config.yaml with its metrics on a free port, and a free gRPC
+        port: the defaults may be taken on a shared machine."""
+        metrics_port, grpc_port = free_ports(2)
+        doc = yaml.safe_load((EXAMPLES / "binpack-config.yaml").read_text())
+        doc["metricsBindAddress"] = f"127.0.0.1:{metrics_port}"
+        config = self.workdir / "binpack-config.yaml"
+        config.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return config, grpc_port
+
+    def _scheduler_running(self) -> None:
+        state = Path(self.env["COSCHEDULING_STATE_DIR"])
+        pid = int((state / "scheduler.pid").read_text())
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not Path(f"/proc/{pid}").exists() or \
+                Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            log = (state / "scheduler.log").read_text().strip().splitlines()[-5:]
+            raise RuntimeError("the scheduler exited; the end of its log:\n  "
+                               + "\n  ".join(log))
 
     def _nodes(self, kube: KubeClient) -> None:
         _say("== creating nodes (API objects, no kubelets)")
