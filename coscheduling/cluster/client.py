@@ -83,7 +83,7 @@ class KubeClient:
         self._pool = self.endpoint.pool(settings.connection_pool)
         # Without a proxy, requests go straight to the server's connection pool: PoolManager
         # would parse the URL and look the pool up again on every request (about an eighth
-        # of a bind's client CPU). Through a proxy, the manager builds each request.
+        # of a request's client CPU). Through a proxy, the manager builds each request.
         self._server: urllib3.HTTPConnectionPool | None = None if self.endpoint.proxy \
             else self._pool.connection_from_url(self.endpoint.host)
         # A server URL may carry a path (a proxy in front of several clusters).
