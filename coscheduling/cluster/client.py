@@ -65,21 +65,20 @@ class ClientSettings:
 
 def endpoint_for(settings: ClientSettings) -> Endpoint:
     """The API server endpoint the settings name: a kubeconfig, or the in-cluster service
-    account; an explicit token replaces the configured credential."""
+    account."""
     try:
-        endpoint = load_endpoint(settings.kubeconfig, settings.context)
+        return load_endpoint(settings.kubeconfig, settings.context)
     except CredentialsError as err:
         source = settings.kubeconfig or "in-cluster service account"
         raise ApiError(0, f"cannot load credentials from {source}: {err}") from err
-    return endpoint.with_token(settings.token) if settings.token else endpoint
 
 
 class KubeClient:
     def __init__(self, settings: ClientSettings, endpoint: Endpoint | None = None) -> None:
         self.settings = settings
         self.endpoint = endpoint or endpoint_for(settings)
-        if settings.token and endpoint is not None:
-            self.endpoint = endpoint.with_token(settings.token)
+        if settings.token:  # an explicit token replaces the configured credential
+            self.endpoint = self.endpoint.with_token(settings.token)
         self._pool = self.endpoint.pool(settings.connection_pool)
         # Without a proxy, requests go straight to the server's connection pool: PoolManager
         # would parse the URL and look the pool up again on every request (about an eighth

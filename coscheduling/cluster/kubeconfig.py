@@ -29,6 +29,8 @@ import urllib3
 import yaml
 from urllib3.connection import HTTPConnection
 
+from coscheduling.config.errors import ConfigError, as_list, as_mapping
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_FILE_PERIOD = 60.0
 """Seconds a token read from a file is used before the file is read again (client-go's
@@ -101,6 +103,13 @@ def load_endpoint(kubeconfig: str, context: str = "") -> Endpoint:
     separated by the path separator, merged as kubectl merges ``KUBECONFIG``."""
     if not kubeconfig:
         return in_cluster_endpoint(os.environ, SERVICE_ACCOUNT_DIR)
+    try:
+        return _from_kubeconfig(kubeconfig, context)
+    except ConfigError as err:  # a malformed structure, found by the shared validators
+        raise CredentialsError(str(err)) from err
+
+
+def _from_kubeconfig(kubeconfig: str, context: str) -> Endpoint:
     paths = [Path(p) for p in kubeconfig.split(os.pathsep) if p]
     if len(paths) > 1:  # files missing from a list are skipped, as kubectl skips them
         paths = [p for p in paths if p.exists()] or paths[:1]
@@ -154,7 +163,7 @@ class _Merged:
         if (section, name) not in self.entries:
             raise CredentialsError(f"{section}: no entry named {name!r}")
         body, base = self.entries[section, name]
-        return _mapping(body.get(inner) or {}, f"{section}[{name}].{inner}"), base
+        return as_mapping(body.get(inner), f"{section}[{name}].{inner}"), base
 
 
 def _merge(paths: list[Path]) -> _Merged:
@@ -164,11 +173,11 @@ def _merge(paths: list[Path]) -> _Merged:
             doc = yaml.safe_load(path.read_text()) or {}
         except (OSError, yaml.YAMLError) as err:
             raise CredentialsError(f"{path}: {err}") from err
-        doc = _mapping(doc, str(path))
+        doc = as_mapping(doc, str(path))
         merged.current_context = merged.current_context or str(doc.get("current-context") or "")
         for section in ("clusters", "users", "contexts"):
-            for index, entry in enumerate(_list(doc.get(section), f"{path}: {section}")):
-                entry = _mapping(entry, f"{path}: {section}[{index}]")
+            for index, entry in enumerate(as_list(doc.get(section), f"{path}: {section}")):
+                entry = as_mapping(entry, f"{path}: {section}[{index}]")
                 name = _text(entry.get("name"), f"{path}: {section}[{index}].name")
                 merged.entries.setdefault((section, name), (entry, path.parent))
     return merged
@@ -454,18 +463,4 @@ def _decoded(value: object, where: str) -> bytes:
 def _text(value: object, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise CredentialsError(f"{where}: must be a non-empty string")
-    return value
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise CredentialsError(f"{where}: must be a mapping, not {type(value).__name__}")
-    return value
-
-
-def _list(value: object, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise CredentialsError(f"{where}: must be a list, not {type(value).__name__}")
     return value
