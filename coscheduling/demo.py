@@ -193,9 +193,8 @@ class Demo:
 
     def _scheduler_running(self) -> None:
         state = Path(self.env["COSCHEDULING_STATE_DIR"])
+        # start.sh detached it, so it is not our child: /proc tells whether it still runs.
         pid = int((state / "scheduler.pid").read_text())
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
         if not Path(f"/proc/{pid}").exists() or \
                 Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
             log = (state / "scheduler.log").read_text().strip().splitlines()[-5:]
