@@ -27,178 +27,19 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
 from coscheduling.api.podaffinity import AffinityIndex
+from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
-from coscheduling.api.quantity import add_into
+from coscheduling.framework.nodeinfo import NodeInfo
 
 MIN_CHANGE_LOG = 4096
 CHANGE_LOG_PER_NODE = 4
 """The change log keeps max(MIN_CHANGE_LOG, CHANGE_LOG_PER_NODE * nodes) entries at most."""
-
-
-class NodeInfo:
-    """A node with the requests of the pods, assumed pods and claims that sit on it."""
-
-    __slots__ = (
-        "affinity_index",
-        "affinity_pods",
-        "claimed",
-        "claimed_nonzero_cpu",
-        "claimed_nonzero_memory",
-        "claims",
-        "handovers",
-        "name",
-        "node",
-        "nonzero_cpu",
-        "nonzero_memory",
-        "pods",
-        "ports",
-        "priorities",
-        "requested",
-    )
-
-    def __init__(self, name: str, node: Node | None = None,
-                 affinity_index: AffinityIndex | None = None,
-                 priorities: Counter[int] | None = None) -> None:
-        self.name = name
-        self.node = node
-        self.pods: dict[str, Pod] = {}
-        self.requested: dict[str, int] = {}
-        self.nonzero_cpu = 0
-        self.nonzero_memory = 0
-        self.claims: dict[str, Pod] = {}
-        self.claimed: dict[str, int] = {}
-        # Claims weigh in scoring as the pods they hold room for will: with the non-zero
-        # cpu / memory defaults of best-effort containers, as an assumed pod does.
-        self.claimed_nonzero_cpu = 0
-        self.claimed_nonzero_memory = 0
-        # Victims still on this node -> the claims (pod keys) that will take their room.
-        self.handovers: dict[str, frozenset[str]] = {}
-        self.ports: dict[tuple[str, str, int], int] = {}
-        # Pods and claims here that carry pod (anti-)affinity, and the cache-wide index of
-        # their affinities (shared by every node record of one cache).
-        self.affinity_pods: dict[str, Pod] = {}
-        self.affinity_index = affinity_index if affinity_index is not None else AffinityIndex()
-        # Priorities of the pods on every node (shared by the cache's node records), so that
-        # preemption knows at once whether any pod is of lower priority than a preemptor.
-        self.priorities: Counter[int] = priorities if priorities is not None else Counter()
-
-    def _track_affinity(self, pod: Pod, sign: int) -> None:
-        if pod.pod_affinity is not None:
-            if sign > 0:
-                self.affinity_pods[pod.key] = pod
-            else:
-                self.affinity_pods.pop(pod.key, None)
-            self.affinity_index.add(pod.pod_affinity, sign)
-
-    def _account(self, pod: Pod, sign: int) -> None:
-        add_into(self.requested, pod.requests, sign)
-        self.nonzero_cpu += sign * pod.nonzero_cpu
-        self.nonzero_memory += sign * pod.nonzero_memory
-        for port in pod.host_ports:
-            self.ports[port] = self.ports.get(port, 0) + sign
-        self._track_affinity(pod, sign)
-        self.priorities[pod.priority] += sign
-
-    def add_pod(self, pod: Pod) -> None:
-        if pod.key in self.pods:
-            self.remove_pod(pod.key)
-        self.pods[pod.key] = pod
-        self._account(pod, 1)
-
-    def remove_pod(self, key: str) -> None:
-        pod = self.pods.pop(key, None)
-        if pod is not None:
-            self._account(pod, -1)
-
-    def add_claim(self, pod: Pod) -> None:
-        self.remove_claim(pod.key)
-        self.claims[pod.key] = pod
-        self._account_claim(pod, 1)
-
-    def remove_claim(self, key: str) -> None:
-        pod = self.claims.pop(key, None)
-        if pod is not None:
-            self._account_claim(pod, -1)
-
-    def _account_claim(self, pod: Pod, sign: int) -> None:
-        add_into(self.claimed, pod.requests, sign)
-        self.claimed_nonzero_cpu += sign * pod.nonzero_cpu
-        self.claimed_nonzero_memory += sign * pod.nonzero_memory
-        self._track_affinity(pod, sign)
-
-    def used(self, resource: str, excluding: str = "") -> int:
-        """Requested plus claimed ``resource``, not counting ``excluding``'s own claim, and
-        counting room handed over by victims to claims once."""
-        total = self.requested.get(resource, 0) + self.claimed.get(resource, 0)
-        own = self.claims.get(excluding) if excluding else None
-        if own is not None:
-            total -= own.requests.get(resource, 0)
-        if self.handovers:
-            total -= self._shared(lambda p: p.requests.get(resource, 0), excluding)
-        return total
-
-    def _shared(self, amount: Callable[[Pod], int], excluding: str) -> int:
-        """What victims still here and the claims that take their room both count: per
-        preemption, the smaller of the two sides (a claim beyond its victims' room uses room
-        that was free; victims beyond the claims still hold theirs). A claim is shared at
-        most once, even if two preemptions name it."""
-        victims: dict[frozenset[str], int] = {}
-        for key, takers in self.handovers.items():
-            pod = self.pods.get(key)
-            if pod is not None:  # not taken out for a preemption's simulation
-                victims[takers] = victims.get(takers, 0) + amount(pod)
-        unshared: dict[str, int] = {}
-        shared = 0
-        for takers, freed in victims.items():
-            for key in sorted(takers):
-                claim = self.claims.get(key)
-                if freed <= 0:
-                    break
-                if claim is None or key == excluding:
-                    continue
-                left = unshared.get(key, amount(claim))
-                take = min(left, freed)
-                unshared[key] = left - take
-                freed -= take
-                shared += take
-        return shared
-
-    def hand_over(self, victim: str, takers: frozenset[str]) -> None:
-        self.handovers[victim] = takers
-
-    def nonzero_used(self, cpu: bool, excluding: str = "") -> int:
-        """Non-zero cpu (``cpu``) or memory requested and claimed, for scoring; not counting
-        ``excluding``'s own claim."""
-        if cpu:
-            total = self.nonzero_cpu + self.claimed_nonzero_cpu
-        else:
-            total = self.nonzero_memory + self.claimed_nonzero_memory
-        own = self.claims.get(excluding) if excluding else None
-        if own is not None:
-            total -= own.nonzero_cpu if cpu else own.nonzero_memory
-        return total
-
-    def group_members(self, group_key: str, excluding: str = "") -> int:
-        """Members of ``group_key`` placed, assumed or claimed on this node."""
-        count = 0
-        for holder in (self.pods, self.claims):
-            for key, pod in holder.items():
-                if key != excluding and pod.group_key == group_key:
-                    count += 1
-        return count
-
-    def pod_count(self, excluding: str = "") -> int:
-        count = len(self.pods) + len(self.claims)
-        if excluding and excluding in self.claims:
-            count -= 1
-        if self.handovers:
-            count -= self._shared(lambda p: 1, excluding)
-        return count
 
 
 class Cache:
@@ -450,3 +291,30 @@ class Cache:
 
     def claimed_node(self, pod_key: str) -> str:
         return self._claims.get(pod_key, "")
+
+
+class Listers:
+    """The objects scheduling reads besides nodes and pods, kept by their watches: PodGroups
+    of every producer, members that finished, PriorityClasses and PodDisruptionBudgets."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, PodGroup] = {}
+        # Members that finished (Succeeded/Failed), by group: the main pod watch leaves them.
+        self.finished: dict[str, dict[str, str]] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.pdbs: dict[str, Budget] = {}
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        return self.groups.get(key)
+
+    def podgroups(self) -> dict[str, PodGroup]:
+        return self.groups
+
+    def finished_members(self, group_key: str) -> dict[str, str]:
+        return self.finished.get(group_key, {})
+
+    def priority_class(self, name: str) -> int | None:
+        return self.priority_classes.get(name)
+
+    def budgets(self) -> list[Budget]:
+        return list(self.pdbs.values())

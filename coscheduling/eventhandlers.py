@@ -15,10 +15,8 @@ from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
 from coscheduling.api.queues import Queue
-from coscheduling.framework.cycle_state import CycleState
 from coscheduling.groups import labelonly
 from coscheduling.groups.table import KindTable
-from coscheduling.plugins.coscheduling.plugin import REJECTION, Rejection
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
 from coscheduling.plugins.proportion import Proportion
 
@@ -41,8 +39,8 @@ class PodEvents:
         s = self.s
         if pod.group_key:
             with s.cache.lock:
-                labelonly.observe(pod, s.podgroups())
-            s.group_changed(pod.group_key)
+                labelonly.observe(pod, s.listers.groups)
+            s.notices.group_changed(pod.group_key)
             if pod.membership.ignored and self._ours_pending(pod) and s.reporter is not None:
                 s.reporter.event(pod, "Warning", "GroupMarkerConflict", (
                     f"the pod carries more than one group marker; it belongs to "
@@ -61,23 +59,23 @@ class PodEvents:
         if not pod.gated:
             s.queue.add(pod)
         if pod.group_key and self._enough_members(pod.group_key):
-            s.move_groups([pod.group_key])
+            s.activator.move_groups([pod.group_key])
 
     def _enough_members(self, group_key: str) -> bool:
         """A sibling's arrival helps parked members only once minMember members exist;
         before that, retrying them on every arrival costs O(n^2) failed attempts. Gated pods
         count here (not in the gang): once every pod exists, the parked members are retried
         and say how many are held by scheduling gates, instead of an older count."""
-        group = self.s.podgroup(group_key)
+        group = self.s.listers.podgroup(group_key)
         return group is not None and len(self.s.cache.group_pods(group_key)) >= group.min_member
 
     def on_update(self, old: Pod, new: Pod) -> None:
         s = self.s
         if new.group_key != old.group_key and new.group_key:  # relabelled into a group
             with s.cache.lock:
-                labelonly.observe(new, s.podgroups())
+                labelonly.observe(new, s.listers.groups)
         if new.group_key and (old.phase != new.phase or old.node_name != new.node_name):
-            s.group_changed(new.group_key)
+            s.notices.group_changed(new.group_key)
         if new.terminal or (new.deleting and not new.node_name):
             self.on_delete(new)
             return
@@ -102,7 +100,7 @@ class PodEvents:
         else:
             s.queue.add(new)
             if old.gated:
-                s.move_groups([new.group_key] if new.group_key else [])
+                s.activator.move_groups([new.group_key] if new.group_key else [])
 
     def _wake_affinity(self, placed: Pod) -> None:
         """A pod was bound: pods whose required pod affinity it satisfies may fit now."""
@@ -116,30 +114,25 @@ class PodEvents:
     def on_delete(self, pod: Pod) -> None:
         s = self.s
         if pod.group_key:
-            s.group_changed(pod.group_key)
+            s.notices.group_changed(pod.group_key)
         with s.cache.lock:
             held_room = s.cache.is_assumed(pod.key)
             known = s.cache.remove_pod(pod.key)
             s.queue.delete(pod.key)
-            waiting = s.waiting_pods.get(pod.key)
-            if waiting is not None:
-                if isinstance(waiting.cycle, CycleState):
-                    waiting.cycle.write(REJECTION, Rejection(
-                        f"member {pod.name} was deleted while waiting", freeze=False))
-                s.waiting_pods.reject(pod.key, "Scheduler", f"pod {pod.key} was deleted")
+            s.withdraw(pod, f"member {pod.name} was deleted while waiting")
             if s.reporter is not None:
                 s.reporter.forget(pod)
             if known is not None and known.node_name:
-                s.victim_gone(known)
+                s.ledger.gone(known)
                 lost = pod if pod.node_name else known
                 groups = [key for plugin in s.event_plugins for key in plugin.pod_lost(lost)]
-                s.move_groups(groups)
+                s.activator.move_groups(groups)
             if known is not None and (known.node_name or held_room):
-                s.capacity_freed_locked()
+                s.activator.capacity_freed_locked()
             elif known is not None and known.group_key:
-                s.move_groups([known.group_key])
+                s.activator.move_groups([known.group_key])
             if pod.group_key and labelonly.forget_if_empty(
-                    pod.group_key, len(s.cache.group_pods(pod.group_key)), s.podgroups()):
+                    pod.group_key, len(s.cache.group_pods(pod.group_key)), s.listers.groups):
                 for plugin in s.event_plugins:
                     plugin.group_deleted(pod.group_key)
 
@@ -151,13 +144,13 @@ class NodeEvents:
     def on_add(self, node: Node) -> None:
         with self.s.cache.lock:
             self.s.cache.set_node(node)
-            self.s.capacity_freed_locked()
+            self.s.activator.capacity_freed_locked()
 
     def on_update(self, old: Node, new: Node) -> None:
         with self.s.cache.lock:
             self.s.cache.set_node(new)
             if node_changes_could_help(old, new):
-                self.s.capacity_freed_locked()
+                self.s.activator.capacity_freed_locked()
 
     def on_delete(self, node: Node) -> None:
         s = self.s
@@ -166,7 +159,7 @@ class NodeEvents:
             keys: list[str] = []
             for plugin in s.event_plugins:
                 keys += plugin.node_deleted(node.name, stranded)
-        s.move_groups(keys)
+        s.activator.move_groups(keys)
 
 
 class NamespaceEvents:
@@ -182,7 +175,7 @@ class NamespaceEvents:
     def on_update(self, old: Namespace, new: Namespace) -> None:
         self.on_add(new)
         if old.labels != new.labels:
-            self.s.capacity_freed()  # affinity terms may now match other pods
+            self.s.activator.capacity_freed()  # affinity terms may now match other pods
 
     def on_delete(self, namespace: Namespace) -> None:
         with self.s.cache.lock:
@@ -225,7 +218,7 @@ class VolumeEvents(StoreEvents[R, R]):
         with self.s.cache.lock:
             self.s.volumes.update(apply)
             if wake:
-                self.s.capacity_freed_locked()
+                self.s.activator.capacity_freed_locked()
 
     def on_add(self, record: R) -> None:
         self._changed(lambda: StoreEvents.on_add(self, record), wake=True)
@@ -257,7 +250,7 @@ class PodGroupEvents:
             # not wake the group's pods, or every status write would retry a frozen gang.
             with self.s.cache.lock:
                 if self.table.used(new.key) is new:
-                    self.s.podgroups()[new.key] = new
+                    self.s.listers.groups[new.key] = new
             return
         self._changed(new)
 
@@ -279,28 +272,28 @@ class PodGroupEvents:
         with s.cache.lock:
             if self.table.used(group.key) is not group:
                 return  # another kind's watch put a higher-ranked object there meanwhile
-            s.podgroups()[group.key] = group
+            s.listers.groups[group.key] = group
             keys: list[str] = []
             for plugin in s.event_plugins:
                 keys += plugin.group_changed(group)
-        s.group_changed(group.key)
-        s.move_groups(keys or [group.key])
+        s.notices.group_changed(group.key)
+        s.activator.move_groups(keys or [group.key])
 
     def on_delete(self, group: PodGroup) -> None:
         used = self.table.remove(group)
         if used is not None:
-            if self.s.podgroup(group.key) is not used:
+            if self.s.listers.podgroup(group.key) is not used:
                 self._changed(used)  # the kind that waited behind it takes over
             return
         s = self.s
-        s.group_changed(group.key)
+        s.notices.group_changed(group.key)
         with s.cache.lock:
-            s.podgroups().pop(group.key, None)
-            s.finished.pop(group.key, None)
+            s.listers.groups.pop(group.key, None)
+            s.listers.finished.pop(group.key, None)
             keys: list[str] = []
             for plugin in s.event_plugins:
                 keys += plugin.group_deleted(group.key)
-        s.move_groups(keys or [group.key])
+        s.activator.move_groups(keys or [group.key])
 
 
 class QueueEvents:
@@ -314,7 +307,7 @@ class QueueEvents:
     def on_add(self, queue: Queue) -> None:
         with self.s.cache.lock:
             self.proportion.set_queue(queue)
-            self.s.capacity_freed_locked()
+            self.s.activator.capacity_freed_locked()
 
     def on_update(self, old: Queue, new: Queue) -> None:
         if (old.weight, old.capability, old.reclaimable, old.errors) == (
@@ -325,7 +318,7 @@ class QueueEvents:
     def on_delete(self, queue: Queue) -> None:
         with self.s.cache.lock:
             self.proportion.remove_queue(queue.name)
-            self.s.capacity_freed_locked()
+            self.s.activator.capacity_freed_locked()
 
 
 class FinishedPodEvents:
@@ -341,8 +334,8 @@ class FinishedPodEvents:
     def on_add(self, pod: Pod) -> None:
         if pod.group_key:
             with self.s.cache.lock:
-                self.s.finished.setdefault(pod.group_key, {})[pod.key] = pod.phase
-            self.s.group_changed(pod.group_key)
+                self.s.listers.finished.setdefault(pod.group_key, {})[pod.key] = pod.phase
+            self.s.notices.group_changed(pod.group_key)
 
     def on_update(self, old: Pod, new: Pod) -> None:
         self.on_add(new)
@@ -351,12 +344,12 @@ class FinishedPodEvents:
         if not pod.group_key:
             return
         with self.s.cache.lock:
-            members = self.s.finished.get(pod.group_key)
+            members = self.s.listers.finished.get(pod.group_key)
             if members is not None:
                 members.pop(pod.key, None)
                 if not members:
-                    del self.s.finished[pod.group_key]
-        self.s.group_changed(pod.group_key)
+                    del self.s.listers.finished[pod.group_key]
+        self.s.notices.group_changed(pod.group_key)
 
 
 def _same_spec(old: PodGroup, new: PodGroup) -> bool:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
+from coscheduling.api.membership import LABEL_ONLY
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import parse_pod
 from coscheduling.api.queues import PLURAL as QUEUES
 from coscheduling.api.times import format_duration, parse_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
 from coscheduling.groups import apis_for_tag
-from coscheduling.groups.membership import LABEL_ONLY
 
 
 def _table(rows: list[list[str]]) -> list[str]:

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from coscheduling.metrics import SchedulerMetrics
+from coscheduling.framework.metrics import SchedulerMetrics
 
 
 class ListenError(Exception):

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
+from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
 from coscheduling.framework.status import Status
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache, NodeInfo
-    from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.cache import Cache
+    from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.runtime import Framework
 
 MIN_FEASIBLE_NODES = 100
@@ -298,3 +299,40 @@ class Placer:
         best = max(scores.values())
         return Choice(self._break_tie(
             pod, {n: None for n, score in scores.items() if score == best}))
+
+
+class PluginsRunner:
+    """Runs the profile's plugins for a pod outside its own cycle: a gang's admission places
+    its missing members with it, and preemption re-filters a node without its victims."""
+
+    def __init__(self) -> None:
+        self._fw: Framework | None = None
+        self._placer: Placer | None = None
+
+    def attach(self, framework: Framework, placer: Placer) -> None:
+        """The framework exists only once its plugins, which get this role, are built."""
+        self._fw, self._placer = framework, placer
+
+    def _parts(self) -> tuple[Framework, Placer]:
+        if self._fw is None or self._placer is None:
+            raise RuntimeError("the plugins runner is used before its framework exists")
+        return self._fw, self._placer
+
+    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
+        framework, placer = self._parts()
+        state = CycleState()
+        status = framework.pre_filter_except(state, pod, skip_plugin)
+        if not status.ok:
+            return None, f"{pod.name}: {status.message}"
+        choice = placer.choose(state, pod)
+        return choice.node, "" if choice.node else choice.summary()
+
+    def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
+        framework, _ = self._parts()
+        state = CycleState()
+        status = framework.pre_filter_except(state, pod, skip_plugin)
+        return status if not status.ok else framework.run_filter(state, pod, node)
+
+    def preemption_enabled(self) -> bool:
+        framework, _ = self._parts()
+        return any(p.name == "DefaultPreemption" for p in framework.post_filter_plugins)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coscheduling.api.pods import Pod
+from coscheduling.framework.interfaces import ClusterEventsPlugin
 
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -247,3 +248,36 @@ class SchedulingQueue:
         with self._lock:
             self._closed = True
             self._lock.notify_all()
+
+
+class Activator:
+    """Moves pending pods back to the active queue: named ones, a group's, or every parked
+    one when room appears (kube-scheduler's PodActivator). The plugins that keep state across
+    cycles hear of freed room first (frozen gangs thaw)."""
+
+    def __init__(self, queue: SchedulingQueue, lock: threading.RLock,
+                 plugins: Callable[[], Iterable[ClusterEventsPlugin]]) -> None:
+        self._queue = queue
+        self._lock = lock
+        self._plugins = plugins
+
+    def activate(self, pod_keys: Iterable[str]) -> None:
+        self._queue.move_keys(pod_keys, skip_backoff=True)
+
+    def move_groups(self, group_keys: Iterable[str]) -> None:
+        keys = set(group_keys)
+        if keys:
+            self._queue.move(lambda q: q.pod.group_key in keys)
+
+    def capacity_freed(self) -> None:
+        with self._lock:
+            self.capacity_freed_locked()
+
+    def capacity_freed_locked(self, exclude: str = "") -> None:
+        """Room appeared: frozen gangs and parked pods may fit now (not ``exclude``'s)."""
+        for plugin in self._plugins():
+            plugin.capacity_freed(exclude)
+        if exclude:
+            self._queue.move(lambda q: q.pod.group_key != exclude)
+        else:
+            self._queue.move()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from coscheduling import GROUP_API, GROUP_VERSION, faults
+from coscheduling.api.budgets import Budget, parse_budget
 from coscheduling.api.namespaces import Namespace, parse_namespace
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PodGroup
@@ -19,16 +22,18 @@ from coscheduling.api.volumes import (
     CSINode,
     StorageClass,
     Volume,
+    VolumeStore,
     parse_claim,
     parse_csinode,
     parse_storage_class,
     parse_volume,
 )
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
+from coscheduling.cluster.discovery import GroupDiscovery
 from coscheduling.cluster.fencing import BindingClient, wait_admitted
 from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, wait_synced
-from coscheduling.cluster.leaderelection import LeaderElector
+from coscheduling.cluster.leaderelection import LeaderElector, default_identity
 from coscheduling.cluster.queuestatus import QueueStatusWriter
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
@@ -42,22 +47,82 @@ from coscheduling.eventhandlers import (
     StoreEvents,
     VolumeEvents,
 )
-from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, scheduled_here
-from coscheduling.groups.discovery import GroupDiscovery
+from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, status_target
 from coscheduling.groups.table import KindTable
 from coscheduling.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.proportion import Proportion
 from coscheduling.plugins.registry import default_registry
-from coscheduling.preemption.pdb import Budget, parse_budget
 from coscheduling.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 QUEUES_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{QUEUES}"
 # A watch that sends nothing (not even a bookmark) for this long is assumed dead and
 # re-established from its last resourceVersion: a frozen connection costs at most this.
 WATCH_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Watch(Generic[R]):
+    """One watched resource: where it is listed, how its objects are read and keyed, and
+    the handler its events go to (made from the scheduler)."""
+
+    name: str
+    path: str
+    parse: Callable[[dict[str, Any]], R]
+    key: Callable[[R], str]
+    handler: Callable[[Scheduler], Any]
+    field_selector: str = ""
+
+
+def group_watch(api: GroupApi, kinds: KindTable) -> Watch[PodGroup]:
+    """A watch of one kind of group object; every kind's handler shares one table."""
+    return Watch[PodGroup](f"podgroups.{api.group}", api.path, api.parse, lambda g: g.key,
+                           lambda s: PodGroupEvents(s, kinds))
+
+
+def _watches(kinds: KindTable) -> list[Watch[Any]]:
+    """What the scheduler watches from the start (other producers' group objects and Queues
+    are watched when the API server serves them), PodGroups before the pods naming them."""
+    storage = "/apis/storage.k8s.io/v1"
+
+    def volumes(store: Callable[[VolumeStore], dict[str, Any]],
+                key: Callable[[Any], str]) -> Callable[[Scheduler], Any]:
+        return lambda s: VolumeEvents(s, store(s.volumes), key)
+
+    finished = [Watch[Pod](f"pods-{phase.lower()}", "/api/v1/pods", parse_pod,
+                           lambda p: p.key, FinishedPodEvents,
+                           field_selector=f"status.phase={phase}")
+                for phase in ("Succeeded", "Failed")]  # every producer marks members its way
+    return [
+        Watch[Node]("nodes", "/api/v1/nodes", parse_node, lambda n: n.name, NodeEvents),
+        Watch[Namespace]("namespaces", "/api/v1/namespaces", parse_namespace,
+                         lambda n: n.name, NamespaceEvents),
+        Watch[PriorityClass](
+            "priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses",
+            parse_priority_class, lambda c: c.name,
+            lambda s: StoreEvents(s, s.listers.priority_classes, lambda c: c.name,
+                                  lambda c: c.value)),
+        Watch[Budget]("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets",
+                      parse_budget, lambda b: b.key,
+                      lambda s: StoreEvents(s, s.listers.pdbs, lambda b: b.key, lambda b: b)),
+        group_watch(ours.API, kinds),
+        Watch[Pod]("pods", "/api/v1/pods", parse_pod, lambda p: p.key, PodEvents,
+                   field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+        Watch[Claim]("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", parse_claim,
+                     lambda c: c.key, volumes(lambda v: v.claims, lambda c: c.key)),
+        Watch[Volume]("persistentvolumes", "/api/v1/persistentvolumes", parse_volume,
+                      lambda pv: pv.name, volumes(lambda v: v.volumes, lambda pv: pv.name)),
+        Watch[StorageClass]("storageclasses", f"{storage}/storageclasses",
+                            parse_storage_class, lambda c: c.name,
+                            volumes(lambda v: v.classes, lambda c: c.name)),
+        Watch[CSINode]("csinodes", f"{storage}/csinodes", parse_csinode, lambda n: n.name,
+                       volumes(lambda v: v.csinodes, lambda n: n.name)),
+        *finished,
+    ]
 
 
 class SchedulerService:
@@ -66,117 +131,92 @@ class SchedulerService:
     def __init__(self, config: SchedulerConfig, *, kubeconfig: str = "",
                  token: str = "") -> None:
         self.config = config
-        conn = config.client_connection
-        settings = ClientSettings(
-            kubeconfig=kubeconfig or conn.kubeconfig, qps=conn.qps, burst=conn.burst,
-            connection_pool=max(8, config.binding_parallelism * 2), token=token,
-        )
-        fault = faults.from_environment()
-        fenced = config.leader_election.leader_elect
-        self.client = BindingClient(settings) if fault or fenced else KubeClient(settings)
-        # Events and conditions get their own client, and so their own rate limit: the same
-        # limits as the main client's, as kube-scheduler gives its event client.
-        self.report_client = KubeClient(
-            ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst, token=token),
-            self.client.endpoint,
-        )
-        self.reporter = Reporter(self.report_client, config.scheduler_name)
-        self.scheduler = Scheduler(config, default_registry(), self.client, self.reporter)
-        s = self.scheduler
+        elect = config.leader_election.leader_elect
+        identity = default_identity() if elect else ""  # Bindings carry it (fencing)
+        self._connect(kubeconfig, token, identity)
+        self.elector: LeaderElector | None = None
+        if elect:
+            self.elector = LeaderElector(self.client, config.leader_election,
+                                         on_started_leading=self._started_leading,
+                                         on_stopped_leading=self._stopped_leading,
+                                         identity=identity)
+        self.scheduler = s = Scheduler(
+            config, default_registry(), self.client, self.reporter,
+            may_bind=self.elector.holds_lease if self.elector is not None else None)
+        if self.elector is not None:
+            s.active.clear()  # followers watch and keep their caches warm, but do not schedule
         self.group_kinds = KindTable()
         self.informers: list[Informer[Any]] = [
-            Informer[Node](self.client, "/api/v1/nodes", parse_node, lambda n: n.name,
-                           NodeEvents(s), name="nodes", watch_read_timeout=WATCH_TIMEOUT),
-            Informer[Namespace](self.client, "/api/v1/namespaces", parse_namespace,
-                                lambda n: n.name, NamespaceEvents(s), name="namespaces",
-                                watch_read_timeout=WATCH_TIMEOUT),
-            Informer[PriorityClass](self.client, "/apis/scheduling.k8s.io/v1/priorityclasses",
-                                    parse_priority_class, lambda c: c.name,
-                                    StoreEvents(s, s.priority_classes, lambda c: c.name,
-                                                lambda c: c.value),
-                                    name="priorityclasses",
-                                    watch_read_timeout=WATCH_TIMEOUT),
-            Informer[Budget](self.client, "/apis/policy/v1/poddisruptionbudgets", parse_budget,
-                             lambda b: b.key,
-                             StoreEvents(s, s.pdbs, lambda b: b.key, lambda b: b),
-                             name="poddisruptionbudgets",
-                             watch_read_timeout=WATCH_TIMEOUT),
-            self._group_informer(ours.API),
-            Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key, PodEvents(s),
-                          field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                          name="pods", watch_read_timeout=WATCH_TIMEOUT),
-        ]
-        storage, v = "/apis/storage.k8s.io/v1", s.volumes
-        self.informers += [  # what the volume plugins read
-            Informer[Claim](self.client, "/api/v1/persistentvolumeclaims", parse_claim,
-                            lambda c: c.key, VolumeEvents(s, v.claims, lambda c: c.key),
-                            name="persistentvolumeclaims", watch_read_timeout=WATCH_TIMEOUT),
-            Informer[Volume](self.client, "/api/v1/persistentvolumes", parse_volume,
-                             lambda pv: pv.name, VolumeEvents(s, v.volumes, lambda pv: pv.name),
-                             name="persistentvolumes", watch_read_timeout=WATCH_TIMEOUT),
-            Informer[StorageClass](self.client, f"{storage}/storageclasses",
-                                   parse_storage_class, lambda c: c.name,
-                                   VolumeEvents(s, v.classes, lambda c: c.name),
-                                   name="storageclasses", watch_read_timeout=WATCH_TIMEOUT),
-            Informer[CSINode](self.client, f"{storage}/csinodes", parse_csinode,
-                              lambda n: n.name, VolumeEvents(s, v.csinodes, lambda n: n.name),
-                              name="csinodes", watch_read_timeout=WATCH_TIMEOUT),
-        ]
-        v.client = self.client  # PreBind writes claimRefs and annotations through it
-        self.informers += [  # every producer marks members differently: no label selector
-            Informer[Pod](self.client, "/api/v1/pods", parse_pod, lambda p: p.key,
-                          FinishedPodEvents(s), field_selector=f"status.phase={phase}",
-                          name=f"pods-{phase.lower()}", watch_read_timeout=WATCH_TIMEOUT)
-            for phase in ("Succeeded", "Failed")
-        ]
+            self._informer(w) for w in _watches(self.group_kinds)]
         # Other producers' group objects, watched while (and once) the API server serves them.
         self.discovery = GroupDiscovery(self.client, FOREIGN_APIS, self._group_informer)
-        self.status_writer: GroupStatusWriter | None = None
-        gang = s.framework.instances.get("Coscheduling")
-        if isinstance(gang, Coscheduling):
-            names = config.scheduler_names
-            gang.owns = lambda group, members: scheduled_here(
-                group, (p.scheduler_name for p in members), names)
-            self.status_writer = GroupStatusWriter(self.report_client, gang.status_of)
-            s.group_listeners.append(self.status_writer.mark)
-        self.queue_writer: QueueStatusWriter | None = None
-        self.proportion = s.framework.instances.get("Proportion")
-        if isinstance(self.proportion, Proportion):  # queues only when the profile uses them
-            self.informers.append(Informer[Queue](
-                self.client, QUEUES_PATH, parse_queue, lambda queue: queue.name,
-                QueueEvents(s, self.proportion), name="queues",
-                watch_read_timeout=WATCH_TIMEOUT))
-            proportion = self.proportion  # only the leader writes Queue status
-            self.queue_writer = QueueStatusWriter(
-                self.report_client,
-                lambda name: proportion.status_of(name) if s.active.is_set() else None)
-            self.proportion.status_listeners.append(self.queue_writer.mark)
+        self.status_writer = self._group_status_writer()
+        self.proportion, self.queue_writer = self._queues()
         self.http: HttpEndpoint | None = None
         if config.metrics_bind_address:
             self.http = HttpEndpoint(config.metrics_bind_address, s.metrics,
                                      ready=lambda: self.synced, alive=s.alive)
-        self.elector: LeaderElector | None = None
         self.lost_leadership = threading.Event()
-        if config.leader_election.leader_elect:
-            s.active.clear()  # followers watch and keep their caches warm, but do not schedule
-            self.elector = LeaderElector(self.client, config.leader_election,
-                                         on_started_leading=self._started_leading,
-                                         on_stopped_leading=self._stopped_leading)
-            s.may_bind = self.elector.holds_lease
-        if isinstance(self.client, BindingClient):
-            self.client.fault = fault
-            self.client.group_of = lambda namespace, name: (
-                pod.group_key if (pod := s.cache.pod(f"{namespace}/{name}")) else "")
-            if self.elector is not None:  # the API server checks it against the Lease
-                self.client.leader = self.elector.identity
         self.stopped = threading.Event()
 
+    def _connect(self, kubeconfig: str, token: str, identity: str) -> None:
+        """The scheduler's client (fenced when it elects a leader or a fault is injected) and
+        its reporter's: events and conditions get a client, and so a rate limit, of their
+        own, with the same limits, as kube-scheduler gives its event client."""
+        conn = self.config.client_connection
+        settings = ClientSettings(
+            kubeconfig=kubeconfig or conn.kubeconfig, qps=conn.qps, burst=conn.burst,
+            connection_pool=max(8, self.config.binding_parallelism * 2), token=token,
+        )
+        fault = faults.from_environment()
+        if fault or self.config.leader_election.leader_elect:
+            self.client: KubeClient = BindingClient(settings, fault=fault, leader=identity,
+                                                    group_of=self._group_of)
+        else:
+            self.client = KubeClient(settings)
+        self.report_client = KubeClient(
+            ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst, token=token),
+            self.client.endpoint,
+        )
+        self.reporter = Reporter(self.report_client, self.config.scheduler_name)
+
+    def _group_of(self, namespace: str, name: str) -> str:
+        pod = self.scheduler.cache.pod(f"{namespace}/{name}")
+        return pod.group_key if pod is not None else ""
+
+    def _informer(self, watch: Watch[Any]) -> Informer[Any]:
+        return Informer[Any](self.client, watch.path, watch.parse, watch.key,
+                             watch.handler(self.scheduler), name=watch.name,
+                             field_selector=watch.field_selector,
+                             watch_read_timeout=WATCH_TIMEOUT)
+
+    def _group_status_writer(self) -> GroupStatusWriter | None:
+        """PodGroup status, written for the groups the gang plugin schedules."""
+        gang = self.scheduler.framework.instances.get("Coscheduling")
+        if not isinstance(gang, Coscheduling):
+            return None
+        writer = GroupStatusWriter(self.report_client,
+                                   lambda key: status_target(gang.status_of(key)))
+        self.scheduler.notices.listeners.append(writer.mark)
+        return writer
+
+    def _queues(self) -> tuple[Proportion | None, QueueStatusWriter | None]:
+        """The Queue watch and status writer, only when the profile uses queues."""
+        s = self.scheduler
+        proportion = s.framework.instances.get("Proportion")
+        if not isinstance(proportion, Proportion):
+            return None, None
+        self.informers.append(Informer[Queue](
+            self.client, QUEUES_PATH, parse_queue, lambda queue: queue.name,
+            QueueEvents(s, proportion), name="queues", watch_read_timeout=WATCH_TIMEOUT))
+        writer = QueueStatusWriter(  # only the leader writes Queue status
+            self.report_client,
+            lambda name: proportion.status_of(name) if s.active.is_set() else None)
+        proportion.status_listeners.append(writer.mark)
+        return proportion, writer
+
     def _group_informer(self, api: GroupApi) -> Informer[PodGroup]:
-        """A watch of one kind of group object; every kind's handler shares one table."""
-        return Informer[PodGroup](self.client, api.path, api.parse, lambda g: g.key,
-                                  PodGroupEvents(self.scheduler, self.group_kinds),
-                                  name=f"podgroups.{api.group}",
-                                  watch_read_timeout=WATCH_TIMEOUT)
+        return self._informer(group_watch(api, self.group_kinds))
 
     def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:
         """Start the watches, wait until they have listed, then start scheduling."""
@@ -191,7 +231,7 @@ class SchedulerService:
             log.error("caches did not sync within %ss: %s", sync_timeout, ", ".join(missing))
             return False
         log.info("caches synced: %d nodes, %d podgroups", self.scheduler.cache.node_count(),
-                 len(self.scheduler.podgroups()))
+                 len(self.scheduler.listers.groups))
         self._ensure_default_queue()
         # Bound members are known now: gangs a crash left partially bound go first.
         self.scheduler.refresh_queue_order()
@@ -250,7 +290,7 @@ class SchedulerService:
     def _activate(self) -> None:
         # The previous leader's assumed and waiting pods are gone with it: look at every
         # parked pod again.
-        self.scheduler.capacity_freed()
+        self.scheduler.activator.capacity_freed()
         self.scheduler.active.set()
         if self.queue_writer is not None and isinstance(self.proportion, Proportion):
             for name in list(self.proportion.statuses):

@@ -16,11 +16,12 @@ from typing import Any
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import NodeInfo
 from coscheduling.config import parse_config
 from coscheduling.eventhandlers import NodeEvents, PodEvents, PodGroupEvents
 from coscheduling.framework.cycle_state import CycleState
-from coscheduling.framework.interfaces import BindPlugin, Handle
+from coscheduling.framework.handle import Handle
+from coscheduling.framework.interfaces import BindPlugin
+from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.framework.status import Status
 from coscheduling.plugins.registry import default_registry
 from coscheduling.scheduler import Scheduler
@@ -60,9 +61,9 @@ class SimCluster:
                 doc[key] = {**value, **doc[key]}
             else:
                 doc[key] = value
-        self.scheduler = Scheduler(parse_config(doc, registry), registry, client=None)
         self.evictions = RecordingEvictor(self)
-        self.scheduler.evictor = self.evictions
+        self.scheduler = Scheduler(parse_config(doc, registry), registry, client=None,
+                                   evictor=self.evictions)
         self.pods = PodEvents(self.scheduler)
         self.nodes = NodeEvents(self.scheduler)
         self.groups = PodGroupEvents(self.scheduler)
@@ -151,7 +152,7 @@ class SimCluster:
         """A gang member may be bound only once minMember of its gang were released."""
         if not pod.group_key:
             return
-        group = self.scheduler.podgroup(pod.group_key)
+        group = self.scheduler.listers.podgroup(pod.group_key)
         if group is None:
             return
         s = self.scheduler
@@ -259,7 +260,7 @@ class RecordingEvictor:
         self._check_gangs(victims)
         for pod in refused:
             self.refused.discard(pod.key)  # once: the next eviction of it goes through
-            self.sim.scheduler.eviction_failed(pod)
+            self.sim.scheduler.ledger.failed(pod)
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         self.nominated[pod.key] = node_name
@@ -272,7 +273,7 @@ class RecordingEvictor:
         s = self.sim.scheduler
         gone = {p.key for p in victims}
         for group_key in {p.group_key for p in victims if p.group_key}:
-            group = s.podgroup(group_key)
+            group = s.listers.podgroup(group_key)
             if group is None:
                 continue
             bound = [m for m in s.cache.group_pods(group_key) if m.node_name]

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from coscheduling.api.membership import NO_GROUP, Membership, membership
 from coscheduling.api.podaffinity import (
     PodAffinity,
     SpreadConstraint,
@@ -21,7 +22,6 @@ from coscheduling.api.selectors import (
     parse_preferred_terms,
 )
 from coscheduling.api.times import parse_rfc3339
-from coscheduling.groups.membership import NO_GROUP, Membership, membership
 
 # Requests assumed for scoring when a container asks for nothing, as kube-scheduler does,
 # so that best-effort pods still spread instead of all landing on one node.

@@ -18,7 +18,6 @@ from coscheduling.api.selectors import NodeSelectorTerm, Requirement, parse_affi
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cluster.client import KubeClient
 
 STORAGE = "storage"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -234,8 +233,6 @@ class VolumeStore:
         self.assumed: dict[str, PodVolumes] = {}
         self.assumed_volumes: dict[str, str] = {}
         self.changed = threading.Condition()
-        # Set by the service: PreBind writes claimRefs and annotations through it.
-        self.client: KubeClient | None = None
 
     def update(self, apply: Callable[[], object]) -> None:
         """Run ``apply`` (a change to the maps) and wake whoever waits for a change."""

@@ -35,11 +35,13 @@ class BindingClient(KubeClient):
     """The scheduler's client when its Bindings are fenced (``leader`` set) or a fault is
     injected around them (``fault``); otherwise the plain KubeClient is used."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, fault: Fault | None = None, leader: str = "",
+                 group_of: Callable[[str, str], str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.leader = ""  # the leader identity Bindings carry
-        self.fault: Fault | None = None
-        self.group_of: Callable[[str, str], str] = lambda namespace, name: ""
+        self.leader = leader  # the leader identity Bindings carry ("": not fenced)
+        self.fault = fault
+        # (namespace, pod name) -> its gang, for a fault that counts a gang's binds.
+        self.group_of = group_of or (lambda namespace, name: "")
 
     def bind(self, namespace: str, name: str, uid: str, node_name: str) -> None:
         if self.fault is not None:

@@ -1,5 +1,5 @@
 """Writes PodGroup status through the status subresource, coalesced, in the shape of the
-group's own kind (coscheduling.groups).
+group's own kind (the caller locates and shapes it: this module knows no kind of group).
 
 Events only mark a group dirty; one worker writes each dirty group at most once per
 ``min_interval``, ``settle`` seconds after it was first marked (so a gang placed within that
@@ -15,11 +15,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from coscheduling.api.times import format_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.groups import StatusInput, api_for
 
 log = logging.getLogger(__name__)
 
@@ -104,19 +103,33 @@ class CoalescingWriter(Generic[S]):
         self._thread.join(timeout=5)
 
 
-class GroupStatusWriter(CoalescingWriter[StatusInput]):
+class StatusTarget(Protocol):
+    """One group object's status, shaped for its kind, and where it goes."""
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """(apiVersion, uid) of the object: what was written counts only for the same one."""
+    @property
+    def status(self) -> dict[str, Any]: ...
+    @property
+    def path(self) -> str:
+        """The status subresource."""
+    @property
+    def fallback_path(self) -> str:
+        """The object itself, for a kind whose CRD may lack the status subresource ("")."""
+
+
+class GroupStatusWriter(CoalescingWriter[StatusTarget]):
     """PodGroup status of every kind; what was last written is compared without times."""
 
     def _write(self, key: str) -> None:
-        made_of = self.status_of(key)
-        api = api_for(made_of.group) if made_of is not None else None
-        if made_of is None or api is None:  # gone, or a label-only group (no object)
+        target = self.status_of(key)
+        if target is None:  # gone, or a label-only group (no object)
             self._written.pop(key, None)
             return
-        status = api.shape(made_of)  # in the shape of the group's own kind
-        # What was written counts only for the same object: a kind of higher rank taking a
-        # gang over, or a group recreated under its name, is written afresh.
-        identity = (made_of.group.api_version, made_of.group.uid)
+        status, identity = target.status, target.identity
+        # A kind of higher rank taking a gang over, or a group recreated under its name,
+        # is written afresh.
         written = self._written.get(key)
         previous = written[1] if written is not None and written[0] == identity else None
         if previous is not None and _same(previous, status):
@@ -124,13 +137,13 @@ class GroupStatusWriter(CoalescingWriter[StatusInput]):
         _keep_transition_times(previous, status)
         now = self._last_write[key] = time.monotonic()
         try:
-            self.client.patch(api.status_path(made_of.group), {"status": status})
+            self.client.patch(target.path, {"status": status})
         except ApiError as err:
-            if not (err.not_found and api.status_on_object_fallback):
+            if not (err.not_found and target.fallback_path):
                 raise
             # No status subresource in this kind's CRD (or the object is gone, and this
             # answers 404 as well).
-            self.client.patch(api.object_path(made_of.group), {"status": status})
+            self.client.patch(target.fallback_path, {"status": status})
         self._written[key] = (identity, status)
         self.writes += 1
         self.history.append((key, now))

@@ -5,11 +5,11 @@ plugins a profile enables, in order, and times every extension point.
 """
 
 from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     BindPlugin,
     ClusterEventsPlugin,
     FilterPlugin,
-    Handle,
     PermitPlugin,
     Plugin,
     PostBindPlugin,

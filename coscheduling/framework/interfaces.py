@@ -1,10 +1,12 @@
-"""One interface per extension point, and the handle plugins use to reach the scheduler."""
+"""One interface per extension point (the roles plugins reach the scheduler through are
+in :mod:`coscheduling.framework.handle`)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.status import Status
@@ -12,11 +14,7 @@ from coscheduling.framework.status import Status
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.api.volumes import VolumeStore
-    from coscheduling.cache import Cache, NodeInfo
-    from coscheduling.framework.waiting import WaitingPods
-    from coscheduling.metrics import SchedulerMetrics
-    from coscheduling.preemption.pdb import Budget
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 MAX_NODE_SCORE = 100
 
@@ -33,78 +31,6 @@ def scale_to_best(scores: dict[str, int], *, reverse: bool = False) -> None:
     for name, value in scores.items():
         scaled = MAX_NODE_SCORE * value // best
         scores[name] = MAX_NODE_SCORE - scaled if reverse else scaled
-
-
-class Handle(Protocol):
-    """What the scheduler offers its plugins."""
-
-    @property
-    def cache(self) -> Cache: ...
-
-    @property
-    def waiting_pods(self) -> WaitingPods: ...
-
-    def podgroup(self, key: str) -> PodGroup | None:
-        """The PodGroup ``namespace/name`` from the watch cache."""
-
-    def podgroups(self) -> Mapping[str, PodGroup]:
-        """Every PodGroup in the watch cache, by key."""
-
-    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
-        """Run PreFilter (all but ``skip_plugin``), Filter and Score for ``pod`` as its own
-        cycle would: (the best node or None, why no node fits)."""
-
-    def activate(self, pod_keys: Iterable[str]) -> None:
-        """Move pending pods back to the active queue (e.g. siblings of a gang)."""
-
-    def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
-        """PreFilter (every plugin but ``skip_plugin``) and Filter of ``pod`` on one node,
-        from a fresh cycle state: what preemption asks of a node with its victims gone."""
-
-    def evicted_by_us(self, pod: Pod) -> bool:
-        """Whether ``pod`` was evicted by this scheduler's preemption."""
-
-    def capacity_freed(self) -> None:
-        """Room appeared: frozen gangs and parked pods may try again."""
-
-    def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None:
-        """Record an event about a PodGroup."""
-
-    def priority_class(self, name: str) -> int | None:
-        """The value of the PriorityClass ``name`` (None if there is none)."""
-
-    def budgets(self) -> Iterable[Budget]:
-        """The PodDisruptionBudgets of the cluster."""
-
-    def preemption_enabled(self) -> bool:
-        """Whether the profile preempts (DefaultPreemption is among its PostFilters)."""
-
-    def evict(self, victims: Sequence[Pod], preemptor: str, takers: Sequence[str]) -> None:
-        """Evict ``victims`` for ``preemptor`` through the API (asynchronously); their room
-        is handed over to the claims of ``takers`` (pod keys), which are activated once the
-        victims are gone."""
-
-    def nominate(self, pod: Pod, node_name: str) -> None:
-        """Record the node ``pod`` waits for (status.nominatedNodeName)."""
-
-    def now(self) -> float:
-        """Wall-clock seconds; plugins take time from here so tests can reason about it."""
-
-    def bind(self, pod: Pod, node_name: str) -> Status:
-        """Write a Binding through the API server."""
-
-    @property
-    def metrics(self) -> SchedulerMetrics: ...
-
-    @property
-    def volumes(self) -> VolumeStore: ...
-
-    def finished_members(self, group_key: str) -> Mapping[str, str]:
-        """Members of a group that Succeeded or Failed: pod key -> phase."""
-
-    def group_changed(self, group_key: str) -> None:
-        """A gang's state changed (attempt started, released, rejected, frozen): its
-        PodGroup status may need writing."""
 
 
 class Plugin(ABC):
@@ -198,15 +124,6 @@ class PostBindPlugin(Plugin):
         """Informational: the pod is bound."""
 
 
-class ProfileAware(Plugin):
-    """A plugin that works through another one of its profile (DRF gives the gang plugin its
-    queue order; Proportion gives the gang's preemption its reclaim)."""
-
-    @abstractmethod
-    def joined(self, plugins: Mapping[str, Plugin]) -> None:
-        """Called once, when every plugin of the profile exists (by name)."""
-
-
 class ClusterEventsPlugin(Plugin):
     """Optional hooks for plugins that keep state across cycles (the gang plugin).
 
@@ -246,3 +163,27 @@ class ClusterEventsPlugin(Plugin):
         """Whether the QueueSort keys of queued pods may have changed (then the queue is
         re-keyed); asked after the caches sync and on housekeeping."""
         return False
+
+
+@dataclass(frozen=True)
+class GangSummary:
+    """Where a gang stands, for readers outside its plugin (the gRPC GetPodGroup)."""
+
+    placed: int
+    waiting: int
+    claimed: int
+    phase: str
+    frozen_until: float
+    attempt_deadline: float = 0.0
+    last_failure: str = ""
+    attempts: int = 0
+    timeouts: int = 0
+    rejections: int = 0
+
+
+class GangReporter(Plugin):
+    """A plugin that keeps gangs and can say where one stands."""
+
+    @abstractmethod
+    def summary(self, group_key: str) -> GangSummary | None:
+        """None when the group is unknown to it; call under the cache lock."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coscheduling.framework.interfaces import Handle, Plugin
+from coscheduling.framework.handle import Handle
+from coscheduling.framework.interfaces import Plugin
 
 PluginFactory = Callable[[Mapping[str, Any], Handle], Plugin]
 """Builds a plugin from its (already validated) args and the scheduler handle."""

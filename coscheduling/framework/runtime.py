@@ -18,7 +18,6 @@ from coscheduling.framework.interfaces import (
     PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
-    ProfileAware,
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
@@ -27,7 +26,7 @@ from coscheduling.framework.status import SUCCESS, Code, Status
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import NodeInfo
+    from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.waiting import WaitingPods
 
 ObserveFn = Callable[[str, Status, float], None]
@@ -97,9 +96,6 @@ class Framework:
             instances, enabled.post_bind, PostBindPlugin)
         self.waiting_pods = waiting_pods
         self._observe = observe
-        for plugin in self.instances.values():
-            if isinstance(plugin, ProfileAware):
-                plugin.joined(self.instances)
         signers: dict[int, FilterPlugin | ScorePlugin] = {id(p): p for p in self.filter_plugins}
         signers.update((id(p), p) for p in self.score_plugins)
         self._signers = list(signers.values())

@@ -16,10 +16,12 @@ records: a gang is a gang whoever made it.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
 
+from coscheduling.api.membership import NO_GROUP, OURS, Membership, membership
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.groups import kubebatch, native, ours, schedulerplugins, volcano
-from coscheduling.groups.membership import NO_GROUP, OURS, Membership, membership
 from coscheduling.groups.source import GroupApi, StatusInput
 
 # Other producers' kinds: watched only while the API server serves them (see discovery).
@@ -56,6 +58,27 @@ def scheduled_here(record: PodGroup, member_schedulers: Iterable[str],
     return bool(api.scheduler_name) and api.scheduler_name in names
 
 
+@dataclass(frozen=True, slots=True)
+class StatusTarget:
+    """A group's status in the shape of its own kind, and where it is written."""
+
+    identity: tuple[str, str]
+    status: dict[str, Any]
+    path: str
+    fallback_path: str = ""
+
+
+def status_target(made_of: StatusInput | None) -> StatusTarget | None:
+    """Where and what to write for a group's status (None: gone, or no object to write)."""
+    api = api_for(made_of.group) if made_of is not None else None
+    if made_of is None or api is None:
+        return None
+    group = made_of.group
+    fallback = api.object_path(group) if api.status_on_object_fallback else ""
+    return StatusTarget((group.api_version, group.uid), api.shape(made_of),
+                        api.status_path(group), fallback)
+
+
 def missing_message(member: Membership, namespace: str) -> str:
     """Why a pod whose group object does not exist waits, naming the marker and the kinds."""
     kinds = " or ".join(api.title for api in apis_for_tag(member.tag))
@@ -63,5 +86,18 @@ def missing_message(member: Membership, namespace: str) -> str:
             "the pod is retried when it is created")
 
 
-__all__ = ["APIS", "FOREIGN_APIS", "NO_GROUP", "GroupApi", "Membership", "StatusInput",
-           "api_for", "apis_for_tag", "membership", "missing_message", "scheduled_here"]
+__all__ = [
+    "APIS",
+    "FOREIGN_APIS",
+    "NO_GROUP",
+    "GroupApi",
+    "Membership",
+    "StatusInput",
+    "StatusTarget",
+    "api_for",
+    "apis_for_tag",
+    "membership",
+    "missing_message",
+    "scheduled_here",
+    "status_target",
+]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from coscheduling.api.membership import GROUP_NAME
 from coscheduling.api.podgroups import PodGroup, new_record
 from coscheduling.groups import volcano
-from coscheduling.groups.membership import GROUP_NAME
 from coscheduling.groups.source import GroupApi
 
 GROUP, VERSION = "scheduling.incubator.k8s.io", "v1alpha1"

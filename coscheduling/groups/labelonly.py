@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
+from coscheduling.api.membership import LABEL_ONLY, LABEL_ONLY_MIN
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
-from coscheduling.groups.membership import LABEL_ONLY, LABEL_ONLY_MIN
 
 
 def observe(pod: Pod, records: MutableMapping[str, PodGroup]) -> bool:

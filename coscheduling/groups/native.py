@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from coscheduling.api import podgroups as pg
+from coscheduling.api.membership import NATIVE
 from coscheduling.api.podgroups import (
     TOPOLOGY_REQUIRED,
     PodGroup,
@@ -21,7 +22,6 @@ from coscheduling.api.podgroups import (
     parse_topology,
     read_priority_and_queue,
 )
-from coscheduling.groups.membership import NATIVE
 from coscheduling.groups.source import GroupApi, StatusInput
 
 GROUP, VERSION = "scheduling.k8s.io", "v1beta1"

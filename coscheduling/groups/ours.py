@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
+from coscheduling.api.membership import OURS
 from coscheduling.api.podgroups import parse_podgroup
-from coscheduling.groups.membership import OURS
 from coscheduling.groups.source import GroupApi, StatusInput
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from coscheduling.api.membership import SCHEDULER_PLUGINS
 from coscheduling.api.podgroups import PodGroup, new_record, parse_amounts, parse_min_member
-from coscheduling.groups.membership import SCHEDULER_PLUGINS
 from coscheduling.groups.source import GroupApi, StatusInput, pick
 
 GROUP, VERSION = "scheduling.x-k8s.io", "v1alpha1"

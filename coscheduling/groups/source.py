@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from coscheduling.api.podgroups import PodGroup
-from coscheduling.cluster.client import q
 
 
 @dataclass(frozen=True, slots=True)
 class StatusInput:
     """What a group's status is made from: our own status of the gang (the shape of
-    ``plugins.coscheduling.status``), and whether the group's minResources fit the free room
+    the gang plugin's status), and whether the group's minResources fit the free room
     of the cluster now (for the kinds that report admission before pods exist)."""
 
     group: PodGroup
@@ -55,8 +55,8 @@ class GroupApi:
         return f"/apis/{self.group}/{self.version}/{self.plural}"
 
     def object_path(self, record: PodGroup) -> str:
-        return (f"/apis/{self.group}/{self.version}/namespaces/{q(record.namespace)}/"
-                f"{self.plural}/{q(record.name)}")
+        namespace, name = quote(record.namespace, safe=""), quote(record.name, safe="")
+        return f"/apis/{self.group}/{self.version}/namespaces/{namespace}/{self.plural}/{name}"
 
     def status_path(self, record: PodGroup) -> str:
         return f"{self.object_path(record)}/status"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from coscheduling.api import podgroups as pg
+from coscheduling.api.membership import GROUP_NAME
 from coscheduling.api.podgroups import (
     PodGroup,
     new_record,
@@ -21,7 +22,6 @@ from coscheduling.api.podgroups import (
     parse_min_member,
     read_priority_and_queue,
 )
-from coscheduling.groups.membership import GROUP_NAME
 from coscheduling.groups.source import GroupApi, StatusInput, pick
 
 GROUP, VERSION = "scheduling.volcano.sh", "v1beta1"

@@ -18,25 +18,13 @@ from coscheduling.preemption.units import Unit, eviction_units
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 NEVER = "Never"
-
-Reclaimable = Callable[["PodGroup", Sequence["Pod"]], list[Unit]]
-"""(gang, its missing members) -> units it may evict beside lower-priority ones (a queue
-below its share taking room back), least willingly evicted first."""
-Reclaimed = Callable[["PodGroup", Victims], None]
-"""Told which victims a gang evicted from the reclaimable units."""
-
 
 class Preemption:
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
-        # Pods that preempted -> their victims (key -> uid) not seen gone yet.
-        self._victims: dict[str, dict[str, str]] = {}
-        # Set by the Proportion plugin when the profile has queues: reclaim.
-        self.reclaimable: Reclaimable | None = None
-        self.reclaimed: Reclaimed | None = None
 
     # -- who may preempt whom -------------------------------------------------------------
     def gang_priority(self, group: PodGroup, members: Sequence[Pod]) -> int:
@@ -48,43 +36,28 @@ class Preemption:
         could put a gang below its members' priority)."""
         lowest = self.handle.cache.lowest_priority()
         if (lowest is None or lowest >= priority) and not any(
-                g.priority_class_name for g in self.handle.podgroups().values()):
+                g.priority_class_name for g in self.handle.groups.podgroups().values()):
             return []
         # Pods this scheduler evicted already are going anyway: evicting them again frees
         # nothing, and their room is promised to the preemptor they were evicted for.
-        leaving, cache = self.handle.evicted_by_us, self.handle.cache
+        leaving, cache = self.handle.preemption.evicted, self.handle.cache
         return eviction_units((p for p in cache.pods() if not leaving(p)), priority, own_group,
-                              self.handle.podgroup, self.gang_priority,
+                              self.handle.groups.podgroup, self.gang_priority,
                               lambda p: cache.is_assumed(p.key))
 
     def violations(self, pods: Sequence[Pod]) -> set[str]:
-        return pdb.violations(self.handle.budgets(), pods)
+        return pdb.violations(self.handle.priorities.budgets(), pods)
 
     def refusal(self, pod: Pod) -> str:
         """Why ``pod`` may not preempt now ("" if it may): its policy says Never, or it
         already evicted pods on its nominated node that have not gone yet."""
         if pod.preemption_policy == NEVER:
             return "preemptionPolicy is Never"
-        left = self.victims_left(pod.key)
+        left = self.handle.preemption.victims_left(preemptor_of(pod))
         if left:
             return (f"waiting for the {left} pod(s) it preempted to terminate (nominated "
                     f"node {self.handle.cache.claimed_node(pod.key) or 'released'})")
         return ""
-
-    def remember(self, preemptor: str, victims: Victims) -> None:
-        self._victims[preemptor] = {p.key: p.uid for p in victims.pods}
-
-    def victims_left(self, preemptor: str) -> int:
-        """How many of ``preemptor``'s victims still exist (forgotten once all are gone)."""
-        victims = self._victims.get(preemptor)
-        if not victims:
-            return 0
-        left = still_leaving(self.handle, victims)
-        if left:
-            self._victims[preemptor] = left
-        else:
-            del self._victims[preemptor]
-        return len(left)
 
     # -- searching ------------------------------------------------------------------------
     def for_pod(self, pod: Pod,
@@ -124,27 +97,30 @@ class Preemption:
         everyone = [*members, *(p for p in cache.group_pods(group.key) if p.node_name)]
         units = self.units(self.gang_priority(group, everyone), group.key)
         found = choose(cache, units, fits, self.violations) if units else None
-        if found is None and self.reclaimable is not None:
-            units = self.reclaimable(group, members)
+        policies = self.handle.gangs
+        if found is None and policies.reclaimable is not None:
+            units = policies.reclaimable(group, members)
             found = choose(cache, units, fits, self.violations) if units else None
-            if found is not None and self.reclaimed is not None:
-                self.reclaimed(group, found)
+            if found is not None and policies.reclaimed is not None:
+                policies.reclaimed(group, found)
         return found
 
 
-def still_leaving(handle: Handle, victims: Mapping[str, str]) -> dict[str, str]:
-    """The ``victims`` (key -> uid) still in the cache and still evicted by this scheduler
-    (not if their eviction failed)."""
-    cache, evicted = handle.cache, handle.evicted_by_us
-    return {key: uid for key, uid in victims.items()
-            if (p := cache.pod(key)) is not None and p.uid == uid and evicted(p)}
+def preemptor_of(pod: Pod) -> str:
+    """How a plain pod is named as a preemptor (in the ledger, and to its victims)."""
+    return f"pod {pod.key}"
+
+
+def gang_preemptor(group_key: str) -> str:
+    """How a gang is named as a preemptor (in the ledger, and to its victims)."""
+    return f"gang {group_key}"
 
 
 def gang_priority(handle: Handle, group: PodGroup, members: Sequence[Pod]) -> int:
     """The PodGroup's PriorityClass if it names one that exists, else its highest member's
     priority."""
     if group.priority_class_name:
-        value = handle.priority_class(group.priority_class_name)
+        value = handle.priorities.priority_class(group.priority_class_name)
         if value is not None:
             return value
     return max((m.priority for m in members), default=0)
@@ -153,7 +129,7 @@ def gang_priority(handle: Handle, group: PodGroup, members: Sequence[Pod]) -> in
 def _fits_on(handle: Handle, pod: Pod, node_name: str) -> Callable[[], bool]:
     def fits() -> bool:
         info = handle.cache.node(node_name)
-        return info is not None and handle.filter_node(pod, info).ok
+        return info is not None and handle.runner.filter_node(pod, info).ok
     return fits
 
 

@@ -20,7 +20,7 @@ from coscheduling.preemption.units import Unit
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache
+    from coscheduling.framework.handle import SchedulerCache
 
 Fits = Callable[[], bool]
 """Whether the preemptor fits the cluster as the cache shows it at the moment of the call."""
@@ -41,7 +41,7 @@ class Victims:
                 len(priorities))
 
 
-def choose(cache: Cache, units: Sequence[Unit], fits: Fits,
+def choose(cache: SchedulerCache, units: Sequence[Unit], fits: Fits,
            violations: Violations) -> Victims | None:
     """The victims among ``units`` (None: the preemptor would not fit even with all gone)."""
     every = [pod for unit in units for pod in unit.pods]

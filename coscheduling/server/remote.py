@@ -19,9 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.cycle_state import CycleState, settle
 from coscheduling.framework.status import Code, Status
-from coscheduling.plugins.coscheduling.plugin import PERMITTED, REJECTION, Rejection
 
 if TYPE_CHECKING:
 
@@ -48,15 +47,8 @@ class RemoteCycle:
     def settle(self) -> None:
         """Write into the cycle state what the in-process binding cycle would have written
         after the decision, so Unreserve treats the gang as it does in process."""
-        decision = self.decision
-        if decision is None:
-            return
-        if decision.ok:
-            self.state.write(PERMITTED, True)
-        elif self.state.read(REJECTION) is None:
-            timed_out = decision.plugin == "Permit"
-            self.state.write(REJECTION, Rejection(decision.message, freeze=True,
-                                                  timed_out=timed_out))
+        if self.decision is not None:
+            settle(self.state, self.decision)
 
 
 class RemoteCycles:

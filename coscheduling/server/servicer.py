@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState
+from coscheduling.framework.interfaces import GangReporter, GangSummary
 from coscheduling.framework.status import SUCCESS, Code, Status
-from coscheduling.plugins.coscheduling.plugin import PERMITTED, REJECTION, Coscheduling, Rejection
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.remote import RemoteCycle, remote_cycles
 from coscheduling.server.wire import (
@@ -126,15 +126,10 @@ class SchedulingServicer:
                 raise precondition("pod", f"pod {pod.key} is assumed on node "
                                           f"{self._s.cache.assumed_node(pod.key)} by the "
                                           "scheduler's own loop")
-            # As the loop does: assume first (the room is taken), then the Reserve plugins.
-            self._s.cache.assume(pod, node.name)
-            self._s.queue.delete(pod.key)  # an assumed pod is not queued
             cycle = RemoteCycle(pod, node.name, touched=self._cycles.clock())
-            status = self._fw.run_reserve(cycle.state, pod, node.name)
+            status = self._s.cycles.reserve(cycle.state, pod, node.name, popped=False)
             if status.ok:
                 self._cycles.add(cycle)
-            else:
-                self._forget(pod, status)
         return pb.ReserveResponse(status=status_pb(status))
 
     def Permit(self, request: Any, context: Any) -> pb.PermitResponse:
@@ -146,19 +141,13 @@ class SchedulingServicer:
             if cycle.permit is not None:
                 raise precondition("pod", f"Permit was already called for pod {pod.key} "
                                           f"(it answered {cycle.permit.code.name})")
-            status = self._fw.run_permit(cycle.state, pod, node)
+            status = self._s.cycles.permit(cycle.state, pod, node)
             cycle.permit = status
             cycle.touched = self._cycles.clock()
             timeout = 0.0
-            if status.code == Code.WAIT:
-                waiting = self._s.waiting_pods.get(pod.key)
-                if waiting is not None:  # None: its deadline had already passed
-                    waiting.cycle = cycle.state  # where a deletion records its Rejection
-                    timeout = max(0.0, waiting.deadline - waiting.since)
-            elif status.ok:
-                cycle.state.write(PERMITTED, True)
-            else:
-                cycle.state.write(REJECTION, Rejection(status.message))
+            waiting = self._s.waiting_pods.get(pod.key)
+            if status.code == Code.WAIT and waiting is not None:
+                timeout = max(0.0, waiting.deadline - waiting.since)
         response = pb.PermitResponse(status=status_pb(status))
         if status.code == Code.WAIT:
             response.wait.timeout_seconds = timeout
@@ -224,9 +213,10 @@ class SchedulingServicer:
             self._s.waiting_pods.reject(pod.key, "gRPC", reason)
         self._cycles.pop(pod.key)
         cycle.settle()
-        self._fw.run_unreserve(cycle.state, pod, cycle.node_name)
-        rejection = cycle.state.read(REJECTION)
-        self._forget(pod, Status.unschedulable(rejection.reason if rejection else reason))
+        failure: CycleFailure | None = cycle.state.read(FAILURE)
+        why = Status.unschedulable(failure.reason if failure else reason)
+        self._s.cycles.undo(cycle.state, pod, cycle.node_name, why, reserved=True,
+                            report=False)
 
     def expire_reservations(self, now: float | None = None) -> list[str]:
         """Release every reservation that no call (nor its gang's decision) has touched for
@@ -251,17 +241,6 @@ class SchedulingServicer:
             log.warning("released %d expired gRPC reservations: %s", len(expired),
                         ", ".join(expired))
         return expired
-
-    def _forget(self, pod: Pod, status: Status) -> None:
-        """Drop the assumed pod, tell waiting gangs there is room, and give a pod of this
-        scheduler back to its queue (as the loop's undo does)."""
-        s = self._s
-        s.cache.forget(pod.key)
-        s.capacity_freed_locked(exclude=pod.group_key)
-        current = s.cache.pod(pod.key)
-        if current is not None and current.uid == pod.uid and \
-                current.scheduler_name in s.config.scheduler_names:
-            s.queue.requeue(current, status.message, unschedulable=status.rejected)
 
     # -- decisions ------------------------------------------------------------------------
     def WatchDecisions(self, request: Any, context: Any) -> Iterator[pb.Decision]:
@@ -300,33 +279,31 @@ class SchedulingServicer:
     def GetPodGroup(self, request: Any, context: Any) -> pb.GetPodGroupResponse:
         key = object_key(request, "group")
         with self._lock:
-            group = self._s.podgroup(key)
+            group = self._s.listers.podgroup(key)
             if group is None:
                 raise not_found("group", f"PodGroup {key} not found")
-            plugin = self._fw.instances.get("Coscheduling")
-            if not isinstance(plugin, Coscheduling):
-                raise precondition("group", "the Coscheduling plugin is not enabled")
-            manager = plugin.manager
-            counts = manager.counts(key)
-            gang = manager.gangs.get(key)
+            gang = self._gang_summary(key)
             members = [self._member(p) for p in sorted(self._s.cache.group_pods(key),
                                                        key=lambda p: p.name) if not p.deleting]
-            status = plugin.status_of(key)
             response = pb.GetPodGroupResponse(
                 group=pb.ObjectKey(namespace=group.namespace, name=group.name),
-                min_member=group.min_member, members=members, waiting=counts.waiting,
+                min_member=group.min_member, members=members, waiting=gang.waiting,
                 bound=sum(1 for m in members if m.state == pb.MEMBER_STATE_BOUND),
-                claimed=counts.claimed, placed=counts.placed,
-                phase=status.status["phase"] if status else "",
-                frozen_until=manager.frozen_until(key), errors=list(group.errors),
+                claimed=gang.claimed, placed=gang.placed, phase=gang.phase,
+                frozen_until=gang.frozen_until, errors=list(group.errors),
+                attempt_deadline=gang.attempt_deadline,
+                last_rejection_reason=gang.last_failure, attempts=gang.attempts,
+                timeouts=gang.timeouts, rejections=gang.rejections,
             )
-            if gang is not None:
-                response.attempt_deadline = gang.deadline
-                response.last_rejection_reason = gang.last_failure
-                response.attempts = gang.attempts
-                response.timeouts = gang.timeouts
-                response.rejections = gang.rejections
         return response
+
+    def _gang_summary(self, key: str) -> GangSummary:
+        for plugin in self._fw.instances.values():
+            if isinstance(plugin, GangReporter):
+                summary = plugin.summary(key)
+                if summary is not None:
+                    return summary
+        raise precondition("group", "no gang plugin (Coscheduling) is enabled")
 
     def _member(self, pod: Pod) -> pb.Member:
         cache = self._s.cache

@@ -17,7 +17,7 @@ from coscheduling.framework.status import Code, Status
 from coscheduling.server.gen import scheduling_pb2 as pb
 
 if TYPE_CHECKING:
-    from coscheduling.cache import NodeInfo
+    from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.scheduler import Scheduler
 
 # No real Pod is near this: etcd refuses objects over 1.5 MiB by default. A larger pod_json

@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from coscheduling import GROUP_LABEL
+from coscheduling.api.membership import LABEL_ONLY
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.groups import apis_for_tag, ours
-from coscheduling.groups.membership import LABEL_ONLY
 
 PG_API = "batch.scheduler.tencent.com/v1"
 

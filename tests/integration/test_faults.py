@@ -406,7 +406,7 @@ def test_churn_min_member_lowered_and_raised_while_waiting(
     scheduler.schedule_one(timeout=5)
     assert len(scheduler.waiting_pods) == 1
     kube.patch(f"{path}/high", {"spec": {"minMember": 3}})
-    wait_until(lambda: scheduler.podgroup(f"{namespace}/high").min_member == 3,  # type: ignore[union-attr]
+    wait_until(lambda: scheduler.listers.podgroup(f"{namespace}/high").min_member == 3,  # type: ignore[union-attr]
                what="the raise seen")
     scheduler.start_loops()
     wait_until(lambda: bound_count(kube, namespace, "high") == 3, what="released at 3 of 3")

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
-from coscheduling.cluster.client import KubeClient
-from coscheduling.explain import explain
-from coscheduling.groups.membership import (
+from coscheduling.api.membership import (
     GROUP_NAME_ANNOTATION,
     LABEL_ONLY_MIN,
     LABEL_ONLY_NAME,
     X_K8S_LABEL,
 )
+from coscheduling.cluster.client import KubeClient
+from coscheduling.explain import explain
 from coscheduling.localcluster import LocalCluster
 from tests.integration.fixtures import COMPAT, kubectl
 from tests.integration.kube import (

@@ -95,7 +95,8 @@ def wait_cached(s: Served, pods: list[str] = (), nodes: list[str] = (),  # type:
     cache = s.scheduler.cache
     wait_until(lambda: all(cache.pod(f"{s.namespace}/{p}") is not None for p in pods)
                and all(cache.node(n) is not None for n in nodes)
-               and all(s.scheduler.podgroup(f"{s.namespace}/{g}") is not None for g in groups),
+               and all(s.scheduler.listers.podgroup(f"{s.namespace}/{g}") is not None
+                       for g in groups),
                timeout=20, what="the watch cache to see the test's objects")
 
 

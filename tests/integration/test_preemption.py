@@ -213,7 +213,7 @@ def test_a_plain_high_pod_evicts_exactly_one_and_a_budget_is_respected(
         "metadata": {"name": "db"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
     # Without kubelets no pod is Ready, so the disruption controller allows no disruption.
-    wait_until(lambda: sched.service.scheduler.pdbs.get(f"{namespace}/db") is not None,
+    wait_until(lambda: sched.service.scheduler.listers.pdbs.get(f"{namespace}/db") is not None,
                what="the budget in the scheduler's cache")
     create_pod(kube, namespace, pod_body("high", scheduler=sched.name, cpu="1",
                                          priority_class=HIGH))

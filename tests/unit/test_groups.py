@@ -4,11 +4,23 @@ gangs scheduled all or nothing by the real scheduler (tests/simulation.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from coscheduling.api import podgroups as pg
+from coscheduling.api.membership import (
+    GROUP_NAME,
+    GROUP_NAME_ANNOTATION,
+    LABEL_ONLY,
+    LABEL_ONLY_MIN,
+    LABEL_ONLY_NAME,
+    NATIVE,
+    OURS,
+    SCHEDULER_PLUGINS,
+    X_K8S_LABEL,
+)
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.config import ConfigError, parse_config
 from coscheduling.groups import (
@@ -23,17 +35,6 @@ from coscheduling.groups import (
     scheduled_here,
     schedulerplugins,
     volcano,
-)
-from coscheduling.groups.membership import (
-    GROUP_NAME,
-    GROUP_NAME_ANNOTATION,
-    LABEL_ONLY,
-    LABEL_ONLY_MIN,
-    LABEL_ONLY_NAME,
-    NATIVE,
-    OURS,
-    SCHEDULER_PLUGINS,
-    X_K8S_LABEL,
 )
 from coscheduling.groups.table import KindTable
 from coscheduling.plugins.coscheduling import Coscheduling
@@ -304,7 +305,7 @@ def test_label_only_group_is_fixed_by_its_first_member_and_refuses_a_disagreeing
     sim.add_node("n1", cpu="8")
     add_member(sim, "g-0", label_only_mark("2"))
     add_member(sim, "g-1", label_only_mark("3"))
-    group = sim.scheduler.podgroup("ns/g@label")
+    group = sim.scheduler.listers.podgroup("ns/g@label")
     assert group is not None and group.min_member == 2
     refusal = labelonly.disagreement(sim.scheduler.cache.pod("ns/g-1"), group)  # type: ignore[arg-type]
     assert refusal.startswith(f"label {LABEL_ONLY_MIN}=3 disagrees with the group's "
@@ -313,7 +314,7 @@ def test_label_only_group_is_fixed_by_its_first_member_and_refuses_a_disagreeing
     assert "ns/g-1" not in sim.bound
     for key in ("ns/g-0", "ns/g-1"):
         sim.delete_pod(key)
-    assert sim.scheduler.podgroup("ns/g@label") is None  # gone with its last member
+    assert sim.scheduler.listers.podgroup("ns/g@label") is None  # gone with its last member
 
 
 def test_a_pod_waits_for_its_missing_group_object_with_the_kinds_named(sim: SimCluster) -> None:
@@ -342,7 +343,18 @@ def test_same_named_groups_of_two_kinds_are_two_gangs(sim: SimCluster) -> None:
     assert bound(sim, "ours") == 2 and bound(sim, "x") == 0
 
 
-def test_volcano_group_is_admitted_when_its_min_resources_fit(sim: SimCluster) -> None:
+@pytest.fixture
+def volcano_sim() -> Iterator[SimCluster]:
+    """A scheduler that also runs under Volcano's name: Volcano groups without members yet
+    are its own to admit (and to write status for)."""
+    cluster = SimCluster({"schedulerNames": ["batch-scheduler", "volcano"]})
+    yield cluster
+    cluster.close()
+    assert not cluster.violations, cluster.violations
+
+
+def test_volcano_group_is_admitted_when_its_min_resources_fit(volcano_sim: SimCluster) -> None:
+    sim = volcano_sim
     plugin = sim.scheduler.framework.instances["Coscheduling"]
     assert isinstance(plugin, Coscheduling)
     sim.add_node("n1", cpu="4")
@@ -352,7 +364,7 @@ def test_volcano_group_is_admitted_when_its_min_resources_fit(sim: SimCluster) -
     assert volcano.API.shape(made_of)["phase"] == volcano.PENDING
     assert "cpu 6 wanted, 4 free" in made_of.why_not
     changed: list[str] = []
-    sim.scheduler.group_listeners.append(changed.append)
+    sim.scheduler.notices.listeners.append(changed.append)
     sim.add_node("n2", cpu="4")  # room appears: the waiting group's status is looked at again
     assert "ns/g@group-name" in changed
     made_of = plugin.status_of("ns/g@group-name")
@@ -399,7 +411,8 @@ def test_scheduler_names_first_is_primary() -> None:
     assert config.scheduler_names == ("batch-scheduler", "volcano")
 
 
-def test_an_invalid_group_says_why_on_its_own_status(sim: SimCluster) -> None:
+def test_an_invalid_group_says_why_on_its_own_status(volcano_sim: SimCluster) -> None:
+    sim = volcano_sim
     """A producer that waits on the group's status (the training operator on Volcano's
     phase) creates no pod to carry the reason: the group itself says what is wrong."""
     plugin = sim.scheduler.framework.instances["Coscheduling"]
@@ -458,7 +471,8 @@ def test_status_is_written_only_for_groups_scheduled_here(
     assert scheduled_here(api.parse(obj(spec)), members, names) is owned
 
 
-def test_groups_admitted_in_one_pass_share_the_room(sim: SimCluster) -> None:
+def test_groups_admitted_in_one_pass_share_the_room(volcano_sim: SimCluster) -> None:
+    sim = volcano_sim
     """Two groups that each fit, but not together: the second is not admitted before the
     first's admission comes back through the watch."""
     plugin = sim.scheduler.framework.instances["Coscheduling"]

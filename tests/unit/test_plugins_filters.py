@@ -8,9 +8,9 @@ import pytest
 
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import NodeInfo
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
+from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.framework.runtime import EnabledPlugins, Framework
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.framework.waiting import WaitingPods

@@ -11,9 +11,9 @@ import pytest
 
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import NodeInfo
 from coscheduling.config.errors import ConfigError
 from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.framework.status import Code, Status
 from coscheduling.plugins.noderesources import (
     STATE_KEY,

@@ -9,10 +9,12 @@ import pytest
 
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, normalized_image, parse_pod
-from coscheduling.cache import Cache, NodeInfo
+from coscheduling.cache import Cache
 from coscheduling.config.errors import ConfigError
 from coscheduling.framework.cycle_state import CycleState
-from coscheduling.framework.interfaces import Handle, scale_to_best
+from coscheduling.framework.handle import Handle
+from coscheduling.framework.interfaces import scale_to_best
+from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.plugins.imagelocality import ImageLocality, priority
 from coscheduling.plugins.nodeaffinity import NodeAffinity
 from coscheduling.plugins.noderesources.balanced import (

@@ -9,8 +9,8 @@ import pytest
 
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import NodeInfo
 from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.framework.status import Code
 from coscheduling.plugins.nodeports import NodePorts
 from coscheduling.plugins.unsupported import UnsupportedFields, refusal

@@ -215,11 +215,11 @@ def test_filter(cluster: SimCluster, claims: list[dict[str, Any]],
                 volumes: list[dict[str, Any]], pod: Pod,
                 expected: dict[str, tuple[Code, str]]) -> None:
     fill(cluster.scheduler.volumes, claims, volumes)
-    assert outcomes(cluster, VolumeBinding({}, cluster.scheduler), pod) == expected
+    assert outcomes(cluster, VolumeBinding({}, cluster.scheduler.handle), pod) == expected
 
 
 def test_a_pod_without_claims_is_skipped_and_signs(cluster: SimCluster) -> None:
-    plugin = VolumeBinding({}, cluster.scheduler)
+    plugin = VolumeBinding({}, cluster.scheduler.handle)
     plain = pod_using("plain")
     assert plugin.pre_filter(CycleState(), plain).code == Code.SKIP
     assert plugin.sign(plain) == ()
@@ -231,7 +231,7 @@ def test_reserve_takes_the_smallest_fitting_volume_and_hides_it_from_others(
     store = cluster.scheduler.volumes
     fill(store, [claim("a"), claim("b")],
          [volume("big", node="n1", size="5Gi"), volume("small", node="n1", size="2Gi")])
-    plugin = VolumeBinding({}, cluster.scheduler)
+    plugin = VolumeBinding({}, cluster.scheduler.handle)
     first, second = pod_using("p1", "a"), pod_using("p2", "b")
     state = CycleState()
     assert plugin.pre_filter(state, first).ok
@@ -289,12 +289,18 @@ class VolumeApi:
                                                              volume_name=volume_name))
 
 
+def volume_plugin(cluster: SimCluster) -> VolumeBinding:
+    """The scheduler's own VolumeBinding instance (its PreBind writes through ``api``)."""
+    plugin = cluster.scheduler.framework.instances["VolumeBinding"]
+    assert isinstance(plugin, VolumeBinding)
+    return plugin
+
+
 def test_prebind_binds_static_and_provisioned_claims(cluster: SimCluster) -> None:
     store = cluster.scheduler.volumes
     fill(store, [claim("a"), claim("b", cls=FAST)], [volume("pv", node="n1")])
     api = VolumeApi(cluster)
-    store.client = api  # type: ignore[assignment]
-    plugin = VolumeBinding({}, cluster.scheduler)
+    plugin = VolumeBinding({}, dataclasses.replace(cluster.scheduler.handle, api=api))
     pod, state = pod_using("p", "a", "b"), CycleState()
     assert plugin.pre_filter(state, pod).ok
     assert plugin.reserve(state, pod, "n1").ok
@@ -309,8 +315,8 @@ def test_prebind_that_times_out_undoes_its_writes(cluster: SimCluster) -> None:
     store = cluster.scheduler.volumes
     fill(store, [claim("a"), claim("b", cls=FAST)], [volume("pv", node="n1")])
     api = VolumeApi(cluster, binds=False)
-    store.client = api  # type: ignore[assignment]
-    plugin = VolumeBinding({"bindTimeoutSeconds": 0}, cluster.scheduler)
+    plugin = VolumeBinding({"bindTimeoutSeconds": 0},
+                           dataclasses.replace(cluster.scheduler.handle, api=api))
     pod, state = pod_using("p", "a", "b"), CycleState()
     plugin.pre_filter(state, pod)
     plugin.reserve(state, pod, "n1")
@@ -342,7 +348,7 @@ def test_a_gang_whose_claims_fit_only_one_node_lands_there(cluster: SimCluster) 
     store = cluster.scheduler.volumes
     fill(store, [claim("d0"), claim("d1")],
          [volume("pv0", node="n2"), volume("pv1", node="n2")])
-    store.client = VolumeApi(cluster)  # type: ignore[assignment]
+    volume_plugin(cluster).api = VolumeApi(cluster)
     cluster.add_group("g", 2)
     for i in range(2):
         cluster.pods.on_add(pod_using(f"m{i}", f"d{i}", group="g"))
@@ -355,7 +361,7 @@ def test_a_pod_waiting_for_its_claim_is_placed_once_the_claim_appears(
         cluster: SimCluster) -> None:
     store = cluster.scheduler.volumes
     fill(store, [], [volume("pv", node="n1")])
-    store.client = VolumeApi(cluster)  # type: ignore[assignment]
+    volume_plugin(cluster).api = VolumeApi(cluster)
     cluster.pods.on_add(pod_using("p", "data"))
     cluster.run()
     queued = cluster.scheduler.queue.get("ns/p")
@@ -370,7 +376,7 @@ def test_an_assumption_ends_when_the_pods_binding_is_seen(cluster: SimCluster) -
     """A pod bound by someone else (a gRPC caller binds itself): no PreBind of ours runs."""
     store = cluster.scheduler.volumes
     fill(store, [claim("data")], [volume("pv", node="n1")])
-    plugin = VolumeBinding({}, cluster.scheduler)
+    plugin = VolumeBinding({}, cluster.scheduler.handle)
     pod, state = pod_using("p", "data"), CycleState()
     cluster.pods.on_add(pod)
     plugin.pre_filter(state, pod)

@@ -69,7 +69,7 @@ def test_volume_restrictions(sim: SimCluster, claims: list[dict[str, Any]],
     fill(sim.scheduler.volumes, claims)
     for other in running:
         place(sim, other, "n1")
-    assert outcomes(sim, VolumeRestrictions({}, sim.scheduler), pod) == expected
+    assert outcomes(sim, VolumeRestrictions({}, sim.scheduler.handle), pod) == expected
 
 
 # -- VolumeZone ----------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def test_volume_zone(sim: SimCluster, objects: tuple[Sequence[dict[str, Any]],
     for name, labels in NODES.items():
         sim.add_node(name, labels=labels)
     fill(sim.scheduler.volumes, *objects)
-    assert outcomes(sim, VolumeZone({}, sim.scheduler), pod_using("p", "data")) == expected
+    assert outcomes(sim, VolumeZone({}, sim.scheduler.handle), pod_using("p", "data")) == expected
 
 
 # -- NodeVolumeLimits ----------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_node_volume_limits(sim: SimCluster, limit: int | None, running: list[st
         {"name": DRIVER, "nodeID": "n1", "allocatable": allocatable}]}})
     for index, name in enumerate(running):
         place(sim, pod_using(f"run-{index}", name), "n1")
-    assert outcomes(sim, NodeVolumeLimits({}, sim.scheduler), pod) == expected
+    assert outcomes(sim, NodeVolumeLimits({}, sim.scheduler.handle), pod) == expected
 
 
 # -- records -------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ def test_unreadable_volumes_name_the_field() -> None:
 def test_a_claim_that_cannot_be_read_refuses_its_pods(sim: SimCluster) -> None:
     sim.add_node("n1")
     fill(sim.scheduler.volumes, [claim("data", size="lots")])
-    status = VolumeZone({}, sim.scheduler).pre_filter(CycleState(), pod_using("p", "data"))
+    status = VolumeZone({}, sim.scheduler.handle).pre_filter(CycleState(), pod_using("p", "data"))
     assert status.code == UNRESOLVABLE
     assert status.message.startswith('persistentvolumeclaim "data": spec.resources.requests')
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
+from coscheduling.api.budgets import parse_budget
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import parse_pod
-from coscheduling.metrics import SchedulerMetrics
-from coscheduling.preemption.pdb import parse_budget
+from coscheduling.framework.metrics import SchedulerMetrics
 from tests.simulation import SimCluster
 
 LOW, HIGH = 10, 1000
@@ -103,7 +103,7 @@ def test_a_disruption_budget_is_respected_when_another_candidate_exists(
     sim.add_pod("guarded", cpu="1", priority=LOW, labels={"app": "db"})
     sim.add_pod("free", cpu="1", priority=LOW + 1, labels={"app": "web"})
     sim.run()
-    sim.scheduler.pdbs["ns/db"] = parse_budget({
+    sim.scheduler.listers.pdbs["ns/db"] = parse_budget({
         "metadata": {"namespace": "ns", "name": "db"},
         "spec": {"selector": {"matchLabels": {"app": "db"}}},
         "status": {"disruptionsAllowed": 0}})
@@ -114,7 +114,7 @@ def test_a_disruption_budget_is_respected_when_another_candidate_exists(
 
 
 def test_a_pod_group_priority_class_sets_the_gangs_priority(sim: SimCluster) -> None:
-    sim.scheduler.priority_classes["urgent"] = HIGH
+    sim.scheduler.listers.priority_classes["urgent"] = HIGH
     sim.add_node("n", cpu="2")
     _gang(sim, "low", 2, 2, priority=LOW)
     sim.run()
@@ -130,7 +130,7 @@ def test_a_pod_group_priority_class_sets_the_gangs_priority(sim: SimCluster) -> 
 def test_a_gang_below_its_members_priority_is_still_a_victim(sim: SimCluster) -> None:
     """The PodGroup's PriorityClass is the gang's priority even when its pods' own priority
     is higher: no shortcut on the pods' priorities may hide it."""
-    sim.scheduler.priority_classes["batch"] = LOW
+    sim.scheduler.listers.priority_classes["batch"] = LOW
     sim.add_node("n", cpu="2")
     group = sim.add_group("batch-gang", 2)
     group.priority_class_name = "batch"
@@ -265,7 +265,7 @@ def _record_group_events(sim: SimCluster) -> list[tuple[str, str, str, str]]:
     def record(group: PodGroup, kind: str, reason: str, message: str) -> None:
         events.append((group.key, kind, reason, message))
 
-    sim.scheduler.group_event = record  # type: ignore[method-assign]
+    sim.scheduler.notices.group_event = record  # type: ignore[method-assign]
     return events
 
 
@@ -390,7 +390,7 @@ def test_a_victim_whose_eviction_failed_keeps_its_room_and_is_evicted_again(
     _gang(sim, "high", 2, 2, priority=HIGH)
     _schedule_until_idle(sim)
     assert sim.bound_in_group("high") == 0
-    assert not sim.scheduler.evicted_by_us(sim.scheduler.cache.pod("ns/low-0"))
+    assert not sim.scheduler.ledger.evicted(sim.scheduler.cache.pod("ns/low-0"))
     sim.run()
     assert sim.bound_in_group("high") == 2
     assert sorted(set(sim.evictions.victims)) == ["ns/low-0", "ns/low-1"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class HeldSlots:
         placeholder = replace(lost, name=f"{lost.name}~held-{lost.uid[:8]}", node_name="")
         cache.claim(placeholder, lost.node_name)
         held = Hold(placeholder.key, lost.node_name,
-                    self.handle.now() + group.replacement_hold_seconds, lost.key)
+                    self.handle.clock.now() + group.replacement_hold_seconds, lost.key)
         self._holds.setdefault(group.key, []).append(held)
         return held
 

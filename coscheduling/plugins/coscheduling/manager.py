@@ -37,12 +37,12 @@ from coscheduling.plugins.coscheduling.topology import (
     leftover,
     total_request,
 )
-from coscheduling.preemption.evaluator import describe_victims, still_leaving
+from coscheduling.preemption.evaluator import describe_victims, gang_preemptor
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
     from coscheduling.preemption import Preemption
 
 SelectNode = Callable[["Pod"], "tuple[str | None, str]"]
@@ -91,8 +91,8 @@ class GangState:
     timeouts: int = 0
     rejections: int = 0
     claimed: set[str] = field(default_factory=set)
-    # Pods this gang preempted (key -> uid) that have not gone yet; its claims wait for them.
-    victims: dict[str, str] = field(default_factory=dict)
+    # Whether the gang's claims wait for pods it preempted (the ledger knows which).
+    preempting: bool = False
     # The topology domain the gang was admitted into (spec.topology); kept after the gang
     # is released so later members join it, dropped when an attempt fails.
     domain: Domain | None = None
@@ -162,12 +162,12 @@ class GangManager:
     def freeze(self, group_key: str, reason: str) -> None:
         if self.args.freeze_seconds > 0:
             self._frozen[group_key] = (time.monotonic() + self.args.freeze_seconds, reason)
-            self.handle.group_changed(group_key)
+            self.handle.status.group_changed(group_key)
 
     def frozen_until(self, group_key: str) -> float:
         """Wall-clock end of a group's freeze (0 when not frozen), for status and explain."""
         frozen = self.frozen(group_key)
-        return self.handle.now() + frozen[0] if frozen is not None else 0.0
+        return self.handle.clock.now() + frozen[0] if frozen is not None else 0.0
 
     def frozen(self, group_key: str) -> tuple[float, str] | None:
         """(seconds left, reason) while a group is frozen."""
@@ -237,7 +237,7 @@ class GangManager:
         gang.claimed.update(m.key for m in members)
         self.start_attempt(gang, group)
         gang.attempts += 1
-        self.handle.group_changed(group.key)
+        self.handle.status.group_changed(group.key)
 
     # -- preemption ------------------------------------------------------------------------
     def preempt(self, pod: Pod, group: PodGroup, select_node: SelectNode,
@@ -266,31 +266,33 @@ class GangManager:
                 return ""
         self._commit(group, members)
         gang = self.state(group.key)
-        gang.victims = {v.key: v.uid for v in victims.pods}
+        gang.preempting = True
         if log.isEnabledFor(logging.DEBUG):
             log.debug("gang %s preempts %s", group.key, describe_victims(victims))
-        self.handle.evict(victims.pods, f"gang {group.key}", [m.key for m in members])
+        self.handle.preemption.evict(victims.pods, gang_preemptor(group.key),
+                                     [m.key for m in members])
         for member in members:
-            self.handle.nominate(member, cache.claimed_node(member.key))
+            self.handle.preemption.nominate(member, cache.claimed_node(member.key))
         self.handle.metrics.gang_preemptions.inc()
         gang.last_failure = (f"preempting {describe_victims(victims)} for the gang; its "
                              f"{len(members)} missing members hold the room they free")
-        gang.last_failure_at = self.handle.now()
+        gang.last_failure_at = self.handle.clock.now()
         return gang.last_failure
 
     def victims_left(self, group_key: str) -> int:
         """How many of the pods the gang preempted still exist. When the last one goes,
         the gang's clock starts again: the wait for victims is not its scheduling time."""
         gang = self.gangs.get(group_key)
-        if gang is None or not gang.victims:
+        if gang is None or not gang.preempting:
             return 0
-        gang.victims = still_leaving(self.handle, gang.victims)
-        if not gang.victims:
-            group = self.handle.podgroup(group_key)
+        left = self.handle.preemption.victims_left(gang_preemptor(group_key))
+        if not left:
+            gang.preempting = False
+            group = self.handle.groups.podgroup(group_key)
             if group is not None and gang.deadline:
-                gang.started = self.handle.now()
+                gang.started = self.handle.clock.now()
                 gang.deadline = gang.started + self.timeout_for(group)
-        return len(gang.victims)
+        return left
 
     def _claim(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
                counts: GangCounts) -> str:
@@ -369,7 +371,7 @@ class GangManager:
     def start_attempt(self, gang: GangState, group: PodGroup) -> None:
         """The gang's clock starts with its first claim or waiting member."""
         if not gang.deadline:
-            gang.started = self.handle.now()
+            gang.started = self.handle.clock.now()
             gang.deadline = gang.started + self.timeout_for(group)
 
     def release(self, group_key: str) -> None:
@@ -387,14 +389,14 @@ class GangManager:
                timed_out: bool = False) -> list[str]:
         """Fail the gang's current attempt as a whole: every waiting member, every claim."""
         gang = self.state(group_key)
-        now = self.handle.now()
+        now = self.handle.clock.now()
         gang.last_failure = reason
         gang.last_failure_at = now
         gang.rejections += 1
         waited = len(gang.waited)
         self.release(group_key)
         gang.domain = None
-        gang.victims = {}
+        gang.preempting = False
         rejected = []
         for member in self.handle.cache.group_pods(group_key):
             if self.handle.waiting_pods.reject(member.key, self.plugin_name,
@@ -410,7 +412,7 @@ class GangManager:
         metrics.gang_rejected.inc("timeout" if timed_out else "failure")
         if freeze:
             self.freeze(group_key, reason)
-        self.handle.group_changed(group_key)
+        self.handle.status.group_changed(group_key)
         return rejected
 
     def release_gang(self, group_key: str, placed: int) -> list[str]:
@@ -419,19 +421,20 @@ class GangManager:
         ``placed`` counts the members already placed, including the one being permitted.
         """
         gang = self.state(group_key)
+        now = self.handle.clock.now()
         if gang.started:
-            self.handle.metrics.gang_schedule_duration.observe(self.handle.now() - gang.started)
+            self.handle.metrics.gang_schedule_duration.observe(now - gang.started)
         self.handle.metrics.gang_released.inc()
         self.release(group_key)
         gang.started = 0.0
-        gang.released_at = self.handle.now()
+        gang.released_at = self.handle.clock.now()
         gang.last_failure = ""
         allowed = []
         for member in self.handle.cache.group_pods(group_key):
             if self.handle.waiting_pods.allow(member.key, self.plugin_name):
                 allowed.append(member.key)
         gang.released_members = placed + len(allowed)
-        self.handle.group_changed(group_key)
+        self.handle.status.group_changed(group_key)
         return allowed
 
     def expire(self, now: float) -> list[tuple[str, str]]:

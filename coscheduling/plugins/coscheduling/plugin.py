@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import add_into
 from coscheduling.api.times import format_rfc3339
-from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.cycle_state import FAILURE, PERMITTED, CycleFailure, CycleState
+from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     FilterPlugin,
-    Handle,
+    GangReporter,
+    GangSummary,
     PermitPlugin,
     PostFilterPlugin,
     PreFilterPlugin,
@@ -21,7 +23,14 @@ from coscheduling.framework.interfaces import (
     ReservePlugin,
 )
 from coscheduling.framework.status import SUCCESS, Code, Status
-from coscheduling.groups import StatusInput, api_for, labelonly, missing_message, volcano
+from coscheduling.groups import (
+    StatusInput,
+    api_for,
+    labelonly,
+    missing_message,
+    scheduled_here,
+    volcano,
+)
 from coscheduling.plugins.coscheduling.args import parse_args
 from coscheduling.plugins.coscheduling.manager import (
     WAITING_FOR_MEMBERS,
@@ -41,27 +50,14 @@ from coscheduling.preemption.evaluator import NEVER
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import NodeInfo
-
-# CycleState keys the scheduler sets so Unreserve knows why a member failed
-# (a Rejection), and whether the pod had already been released (then its gang is intact).
-REJECTION = "Coscheduling/rejection"
-PERMITTED = "Coscheduling/permitted"
-
-
-@dataclass(frozen=True)
-class Rejection:
-    reason: str
-    freeze: bool = True
-    timed_out: bool = False
-
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 def _uid(owner: str) -> str:
     return owner.rsplit("/", 1)[-1]
 
 
 class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
-                   ReservePlugin, PermitPlugin, ClusterEventsPlugin):
+                   ReservePlugin, PermitPlugin, ClusterEventsPlugin, GangReporter):
     name = "Coscheduling"
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -74,10 +70,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         # coming back through the watch.
         self.awaiting_admission: set[str] = set()
         self.admitted: set[str] = set()
-        # Whether this scheduler owns a group's status (the service sets it from its names).
-        self.owns: Callable[[PodGroup, Sequence[Pod]], bool] = lambda group, members: True
-        # Set when the profile enables DRF: (group, pod, partial) -> the member's key.
-        self.gang_order: Callable[[PodGroup, Pod, int], tuple[Any, ...]] | None = None
+        self.policies = handle.gangs  # DRF's order between gangs, if the profile has it
+        self.policies.give_back = self._give_back
 
     # -- QueueSort -----------------------------------------------------------------------
     def sort_key(self, pod: Pod) -> tuple[Any, ...]:
@@ -85,11 +79,12 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         the gang's age, the gang, the pod: members of one gang leave the queue back to back;
         a pod without a group is a gang of one."""
         group_key = pod.group_key
-        group = self.handle.podgroup(group_key) if group_key else None
+        group = self.handle.groups.podgroup(group_key) if group_key else None
         since = group.created if group is not None else pod.created
         partial = 0 if group_key in self.partial_groups else 1
-        if group is not None and self.gang_order is not None:
-            return self.gang_order(group, pod, partial)
+        order = self.policies.order
+        if group is not None and order is not None:
+            return order(group, pod, partial)
         return (-pod.priority, partial, since, group_key or pod.key, pod.created, pod.key)
 
     def queue_order_changed(self) -> bool:
@@ -100,7 +95,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         changed (the queue's order must then be recomputed). Runs under the cache lock."""
         partial = set()
         for group_key in self.handle.cache.group_keys():
-            group = self.handle.podgroup(group_key)
+            group = self.handle.groups.podgroup(group_key)
             if group is None:
                 continue
             placed = self.manager.counts(group_key).placed
@@ -115,7 +110,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         group_key = pod.group_key
         if not group_key:
             return SUCCESS
-        group = self.handle.podgroup(group_key)
+        group = self.handle.groups.podgroup(group_key)
         if group is None:
             return Status.unschedulable(missing_message(pod.membership, pod.namespace))
         if not group.valid:
@@ -165,15 +160,15 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                     return Status.unschedulable(f'PodGroup "{group_key}": {preempting}')
                 manager.freeze(group_key, why)
                 gang = manager.state(group_key)
-                gang.last_failure, gang.last_failure_at = why, self.handle.now()
+                gang.last_failure, gang.last_failure_at = why, self.handle.clock.now()
             return Status.unschedulable(f'PodGroup "{group_key}": {why}')
-        self.handle.activate(p.key for p in candidates)
+        self.handle.activator.activate(p.key for p in candidates)
         return SUCCESS
 
     def _preempt(self, pod: Pod, group: PodGroup, candidates: list[Pod],
                  counts: GangCounts) -> str:
         """The gang preempts as one, when the profile preempts and no member says Never."""
-        if not self.handle.preemption_enabled() or any(
+        if not self.handle.runner.preemption_enabled() or any(
                 p.preemption_policy == NEVER for p in (pod, *candidates)):
             return ""
         return self.manager.preempt(pod, group, self._select_node, candidates, counts,
@@ -181,13 +176,13 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     def _fits_on(self, pod: Pod, node_name: str) -> bool:
         info = self.handle.cache.node(node_name)
-        return info is not None and self.handle.filter_node(pod, info, self.name).ok
+        return info is not None and self.handle.runner.filter_node(pod, info, self.name).ok
 
     def _eligible(self, pod: Pod) -> bool:
         return not pod.gated and not pod.deleting and not pod.parse_error
 
     def _select_node(self, pod: Pod) -> tuple[str | None, str]:
-        return self.handle.select_node(pod, skip_plugin=self.name)
+        return self.handle.runner.select_node(pod, skip_plugin=self.name)
 
     # -- Filter --------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
@@ -206,7 +201,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
     # -- PostFilter ----------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]) -> Status:
         """A member found no node: the gang's attempt fails as a whole, now."""
-        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
+        group = self.handle.groups.podgroup(pod.group_key) if pod.group_key else None
         if group is None:
             return Status(Code.UNSCHEDULABLE)
         counts = self.manager.counts(group.key, exclude=pod.key)
@@ -229,21 +224,27 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         gang = self.manager.gangs.get(group_key)
         if gang is None or not gang.deadline:
             return  # no attempt in progress: it was already rejected (or released) as a whole
-        group = self.handle.podgroup(group_key)
+        group = self.handle.groups.podgroup(group_key)
         if group is not None:
             counts = self.manager.counts(group_key, exclude=pod.key)
             if counts.placed >= group.min_member:
                 return
-        rejection = state.read(REJECTION) or Rejection(f"member {pod.name} was rejected")
-        self.manager.reject(group_key, rejection.reason, freeze=rejection.freeze,
-                            timed_out=rejection.timed_out)
+        failure = state.read(FAILURE) or CycleFailure(f"member {pod.name} was rejected")
+        # A member that went away says nothing of whether the gang fits: no freeze.
+        self.manager.reject(group_key, failure.reason, freeze=not failure.withdrawn,
+                            timed_out=failure.timed_out)
+
+    def _give_back(self, group_key: str, reason: str) -> None:
+        """Another plugin (queues) takes back the room the gang claimed: its attempt ends,
+        without freezing it."""
+        self.manager.reject(group_key, reason, freeze=False)
 
     # -- Permit --------------------------------------------------------------------------
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
         group_key = pod.group_key
         if not group_key:
             return SUCCESS, 0.0
-        group = self.handle.podgroup(group_key)
+        group = self.handle.groups.podgroup(group_key)
         if group is None:
             return Status.unschedulable(f'PodGroup "{group_key}" was deleted'), 0.0
         counts = self.manager.counts(group_key, exclude=pod.key)
@@ -254,16 +255,16 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         self.manager.start_attempt(gang, group)
         gang.waited.add(pod.key)
         ready = counts.placed + counts.waiting + 1
-        self.handle.group_changed(group_key)
+        self.handle.status.group_changed(group_key)
         return (
             Status(Code.WAIT, (f"waiting for {group.min_member - ready} more members of "
                                f"PodGroup {group_key}, {ready}/{group.min_member} ready",)),
-            max(0.0, gang.deadline - self.handle.now()),
+            max(0.0, gang.deadline - self.handle.clock.now()),
         )
 
     # -- cluster events ------------------------------------------------------------------
     def held_by_gates(self, pod: Pod, status: Status) -> bool:
-        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
+        group = self.handle.groups.podgroup(pod.group_key) if pod.group_key else None
         if group is None or status.plugin != self.name or \
                 not status.message.startswith(f'PodGroup "{group.key}": {WAITING_FOR_MEMBERS}'):
             return False
@@ -273,7 +274,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     def capacity_freed(self, exclude: str = "") -> list[str]:
         for group_key in list(self.awaiting_admission):  # their minResources may fit now
-            self.handle.group_changed(group_key)
+            self.handle.status.group_changed(group_key)
         return self.manager.unfreeze_all(exclude)
 
     def group_changed(self, group: PodGroup) -> list[str]:
@@ -304,30 +305,30 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
     def pod_lost(self, pod: Pod) -> list[str]:
         """Hold a running gang's lost member's room for its replacement (not when this
         scheduler evicted it: that room is the preemptor's)."""
-        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
-        if group is None or pod.phase == "Succeeded" or self.handle.evicted_by_us(pod):
+        group = self.handle.groups.podgroup(pod.group_key) if pod.group_key else None
+        if group is None or pod.phase == "Succeeded" or self.handle.preemption.evicted(pod):
             return []
         held = self.manager.holds.hold(pod, group)
         if self.manager.holds.drop_if_gone(group.key, pod.key) or held is None:
             return []
-        self.handle.group_changed(group.key)
+        self.handle.status.group_changed(group.key)
         return [group.key]
 
     def housekeeping(self, now: float) -> list[str]:
         released = self.manager.holds.expire(now)
         for group_key, held in released:
-            group = self.handle.podgroup(group_key)
+            group = self.handle.groups.podgroup(group_key)
             if group is not None:
-                self.handle.group_event(
+                self.handle.status.group_event(
                     group, "Normal", "HoldReleased",
                     f"no replacement for {held.lost} arrived in time; its room on node "
                     f"{held.node} is free again")
         if released:
-            self.handle.capacity_freed()
+            self.handle.activator.capacity_freed()
         expired = [key for key, _ in self.manager.expire(now)]
         thawed = self.manager.expire_frozen()
         for key in thawed:
-            self.handle.group_changed(key)
+            self.handle.status.group_changed(key)
         metrics = self.handle.metrics
         waiting = {w.pod.group_key for w in self.handle.waiting_pods if w.pod.group_key}
         metrics.gangs_waiting.set(float(len(waiting)))
@@ -338,8 +339,10 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
     def status_of(self, group_key: str) -> StatusInput | None:
         """What the status of ``group_key`` is made of (None if the group is gone)."""
         with self.handle.cache.lock:
-            group = self.handle.podgroup(group_key)
-            if group is None or not self.owns(group, self.handle.cache.group_pods(group_key)):
+            group = self.handle.groups.podgroup(group_key)
+            members = self.handle.cache.group_pods(group_key)
+            if group is None or not scheduled_here(
+                    group, (p.scheduler_name for p in members), self.handle.scheduler_names):
                 return None
             if not group.valid:  # said on the group too: a producer waiting on its status
                 why = f'PodGroup "{group_key}" is invalid: ' + "; ".join(group.errors)
@@ -351,7 +354,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
             view = GroupView(
                 group=group,
                 members=self.handle.cache.group_pods(group_key),
-                finished=dict(self.handle.finished_members(group_key)),
+                finished=dict(self.handle.groups.finished_members(group_key)),
                 counts=manager.counts(group_key),
                 gang=manager.gangs.get(group_key),
                 frozen_until=manager.frozen_until(group_key),
@@ -372,11 +375,27 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                 self.admitted.add(group_key)
             return StatusInput(group, status, fits, why_not)
 
+    def summary(self, group_key: str) -> GangSummary | None:
+        if self.handle.groups.podgroup(group_key) is None:
+            return None
+        manager = self.manager
+        counts = manager.counts(group_key)
+        made_of = self.status_of(group_key)
+        gang = manager.gangs.get(group_key)
+        summary = GangSummary(counts.placed, counts.waiting, counts.claimed,
+                              made_of.status["phase"] if made_of else "",
+                              manager.frozen_until(group_key))
+        if gang is None:
+            return summary
+        return dataclasses.replace(
+            summary, attempt_deadline=gang.deadline, last_failure=gang.last_failure,
+            attempts=gang.attempts, timeouts=gang.timeouts, rejections=gang.rejections)
+
     def _promised(self, group_key: str) -> dict[str, int]:
         """minResources of the other admitted groups that have no member placed yet: room
         their producers were told is theirs before their pods exist."""
         promised: dict[str, int] = {}
-        for key, group in self.handle.podgroups().items():
+        for key, group in self.handle.groups.podgroups().items():
             admitted = group.phase == volcano.INQUEUE or key in self.admitted
             if key != group_key and admitted and group.min_resources \
                     and not self.manager.counts(key).placed:

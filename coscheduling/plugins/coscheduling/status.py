@@ -20,7 +20,7 @@ from coscheduling.plugins.coscheduling.manager import WAITING_FOR_MEMBERS
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import NodeInfo
+    from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.plugins.coscheduling.holds import Hold
     from coscheduling.plugins.coscheduling.manager import GangCounts, GangState
 

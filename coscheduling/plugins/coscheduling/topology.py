@@ -17,7 +17,7 @@ from coscheduling.api.quantity import add_into, format_units
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache
+    from coscheduling.framework.handle import SchedulerCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Domain:
         return f"{self.key}={self.value}"
 
 
-def domains(cache: Cache, key: str, placed: Iterable[str]) -> dict[str, list[str]]:
+def domains(cache: SchedulerCache, key: str, placed: Iterable[str]) -> dict[str, list[str]]:
     """Domains of ``key`` the gang may use: label value -> node names, in node order.
 
     Nodes without the label belong to no domain. When members already sit on ``placed``
@@ -66,7 +66,7 @@ def total_request(members: Iterable[Pod]) -> dict[str, int]:
     return need
 
 
-def free_room(cache: Cache, names: Iterable[str],
+def free_room(cache: SchedulerCache, names: Iterable[str],
               resources: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
     """(free, allocatable) of ``resources`` summed over the nodes ``names``."""
     wanted = list(resources)
@@ -83,14 +83,14 @@ def free_room(cache: Cache, names: Iterable[str],
     return free, allocatable
 
 
-def leftover(cache: Cache, names: Iterable[str], need: Mapping[str, int]) -> float:
+def leftover(cache: SchedulerCache, names: Iterable[str], need: Mapping[str, int]) -> float:
     """How much room a domain keeps once the gang is in (fractions of its allocatable, added
     over the gang's resources): the smallest leftover is the tightest, best fit."""
     free, allocatable = free_room(cache, names, need)
     return sum(free[r] / allocatable[r] for r in need if allocatable[r] > 0)
 
 
-def largest(cache: Cache, options: Mapping[str, list[str]],
+def largest(cache: SchedulerCache, options: Mapping[str, list[str]],
             need: Mapping[str, int]) -> tuple[str, dict[str, int]] | None:
     """The domain that comes closest to holding ``need`` (the highest worst-resource ratio of
     free room to need), with its free room; None when there are no domains."""

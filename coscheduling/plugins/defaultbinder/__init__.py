@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.framework.cycle_state import CycleState
-from coscheduling.framework.interfaces import BindPlugin, Handle
+from coscheduling.framework.handle import Handle
+from coscheduling.framework.interfaces import BindPlugin
 from coscheduling.framework.status import Status
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ class DefaultBinder(BindPlugin):
         self.handle = handle
 
     def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        return self.handle.bind(pod, node_name)
+        return self.handle.binder.bind(pod, node_name)
 
 
 __all__ = ["DefaultBinder"]

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 from coscheduling.framework.interfaces import PostFilterPlugin
 from coscheduling.framework.status import Code, Status
 from coscheduling.preemption import Preemption, describe_victims
+from coscheduling.preemption.evaluator import preemptor_of
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 NAME = "DefaultPreemption"
 
@@ -46,8 +47,7 @@ class DefaultPreemption(PostFilterPlugin):
         # The nominated room is claimed, so pods that come later do not take it while the
         # victims terminate; the pod's next cycle tries that node first.
         self.handle.cache.claim(pod, node_name)
-        self.preemption.remember(pod.key, victims)
-        self.handle.evict(victims.pods, f"pod {pod.key}", [pod.key])
-        self.handle.nominate(pod, node_name)
+        self.handle.preemption.evict(victims.pods, preemptor_of(pod), [pod.key])
+        self.handle.preemption.nominate(pod, node_name)
         return Status(Code.SUCCESS,
                       (f"preempting {describe_victims(victims)} on node {node_name}",))

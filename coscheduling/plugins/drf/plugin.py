@@ -15,15 +15,12 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api.quantity import PODS, add_into
+from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
-    Handle,
-    Plugin,
     PreFilterPlugin,
-    ProfileAware,
 )
 from coscheduling.framework.status import SUCCESS, Status
-from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.preemption.evaluator import gang_priority
 
 if TYPE_CHECKING:
@@ -40,7 +37,7 @@ def dominant_share(held: Mapping[str, int], capacity: Mapping[str, int]) -> Frac
                 if amount > 0 and capacity.get(r, 0) > 0), default=Fraction(0))
 
 
-class DRF(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
+class DRF(PreFilterPlugin, ClusterEventsPlugin):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -49,12 +46,7 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         # gang -> priority, so a key costs O(1) and not a look at every member (refreshed
         # with the shares; a gang first seen between refreshes is looked at once).
         self.priorities: dict[str, int] = {}
-
-    def joined(self, plugins: Mapping[str, Plugin]) -> None:
-        """The gang plugin's QueueSort orders gangs by this plugin's key."""
-        gang = plugins.get("Coscheduling")
-        if isinstance(gang, Coscheduling):
-            gang.gang_order = self.gang_key
+        handle.gangs.order = self.gang_key  # the gang plugin's QueueSort orders gangs by it
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         return SUCCESS
@@ -64,7 +56,7 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         priority = self.priorities.get(group.key)
         if priority is None:
             priority = gang_priority(self.handle, group, self.handle.cache.group_pods(group.key))
-        elif self.handle.priority_class(group.priority_class_name) is None:
+        elif self.handle.priorities.priority_class(group.priority_class_name) is None:
             priority = max(priority, pod.priority)  # a member that raises its gang's
         self.priorities[group.key] = priority
         return (-priority, partial, self.shares.get(group.key, Fraction(0)),
@@ -83,7 +75,7 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         for group_key in cache.group_keys():
             held: dict[str, int] = {}
             members = cache.group_pods(group_key)
-            group = self.handle.podgroup(group_key)
+            group = self.handle.groups.podgroup(group_key)
             if group is not None:
                 priorities[group_key] = gang_priority(self.handle, group, members)
             for pod in members:

@@ -16,9 +16,9 @@ from coscheduling.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "GangLocality"
 
@@ -30,7 +30,7 @@ class GangLocality(ScorePlugin):
         self.handle = handle
 
     def _size(self, pod: Pod) -> int:
-        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
+        group = self.handle.groups.podgroup(pod.group_key) if pod.group_key else None
         return group.min_member if group is not None else 0
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:

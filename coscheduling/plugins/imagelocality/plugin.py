@@ -24,9 +24,9 @@ from coscheduling.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
 if TYPE_CHECKING:
     from coscheduling.api.nodes import Node
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache, NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle, SchedulerCache
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "ImageLocality"
 MB = 1024 * 1024
@@ -51,7 +51,7 @@ class ImageIndex:
         self._indexed: dict[str, Node] = {}  # node name -> the record last counted
         self._synced = -1
 
-    def sync(self, cache: Cache) -> None:
+    def sync(self, cache: SchedulerCache) -> None:
         """Count the nodes changed since the last call (every node if the log lost them)."""
         if self._synced == cache.change_seq:
             return

@@ -39,9 +39,9 @@ from coscheduling.framework.status import SKIP, SUCCESS, Status
 if TYPE_CHECKING:
     from coscheduling.api.podaffinity import AffinityTerm
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache, NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle, SchedulerCache
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "InterPodAffinity"
 STATE_KEY = "PreFilter" + NAME
@@ -127,7 +127,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self.waiters: dict[str, tuple[AffinityTerm, ...]] = {}
 
     @property
-    def _cache(self) -> Cache:
+    def _cache(self) -> SchedulerCache:
         return self.handle.cache
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:

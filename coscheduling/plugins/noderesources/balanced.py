@@ -30,9 +30,9 @@ from coscheduling.plugins.noderesources.args import _resources as parse_resource
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "NodeResourcesBalancedAllocation"
 _NATIVE = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE})

@@ -38,9 +38,9 @@ from coscheduling.plugins.tainttoleration.plugin import untolerated
 if TYPE_CHECKING:
     from coscheduling.api.podaffinity import SpreadConstraint
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache, NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle, SchedulerCache
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "PodTopologySpread"
 FILTER_KEY = "PreFilter" + NAME
@@ -113,7 +113,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self.handle = handle
 
     @property
-    def _cache(self) -> Cache:
+    def _cache(self) -> SchedulerCache:
         return self.handle.cache
 
     def _constraints(self, pod: Pod) -> tuple[tuple[SpreadConstraint, ...], bool]:

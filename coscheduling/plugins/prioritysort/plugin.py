@@ -9,7 +9,7 @@ from coscheduling.framework.interfaces import QueueSortPlugin
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 NAME = "PrioritySort"
 

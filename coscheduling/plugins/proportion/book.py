@@ -18,7 +18,7 @@ from coscheduling.plugins.proportion.shares import Demand, deserved_shares
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 
 @dataclass(slots=True)
@@ -91,7 +91,7 @@ def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
     if DEFAULT_QUEUE not in ledgers:
         ledgers[DEFAULT_QUEUE] = QueueLedger(Queue(DEFAULT_QUEUE))
     for group_key in cache.group_keys():
-        group = handle.podgroup(group_key)
+        group = handle.groups.podgroup(group_key)
         members = cache.group_pods(group_key)
         ledger = ledgers.get(group.queue) if group is not None and group.valid else None
         if group is None or ledger is None:

@@ -15,15 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from coscheduling.api.quantity import CPU, add_into
 from coscheduling.api.queues import Queue
+from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
-    Handle,
-    Plugin,
     PreFilterPlugin,
-    ProfileAware,
 )
 from coscheduling.framework.status import SUCCESS, Status
-from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.proportion.book import (
     Book,
     QueueLedger,
@@ -36,7 +33,7 @@ from coscheduling.plugins.proportion.book import (
     known_queue,
 )
 from coscheduling.plugins.proportion.reclaim import reclaimable_units
-from coscheduling.preemption.evaluator import gang_priority
+from coscheduling.preemption.evaluator import gang_preemptor, gang_priority
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -50,7 +47,7 @@ NAME = "Proportion"
 log = logging.getLogger(__name__)
 
 
-class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
+class Proportion(PreFilterPlugin, ClusterEventsPlugin):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -62,7 +59,9 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         self.book: Book | None = None  # the latest, for explain and metrics
         self._book_at: tuple[int, ...] = ()  # what the cache and queues were for it
         self._queues_version = 0
-        self.gang: Coscheduling | None = None  # the gang plugin, whose claims we may return
+        # The gang plugin's preemption may reclaim what queues over their share borrowed.
+        handle.gangs.reclaimable = self.reclaimable
+        handle.gangs.reclaimed = self.reclaimed
         # Gangs activated for room given back and not tried since: the next room given
         # back goes to the gangs after them.
         self._offered: set[str] = set()
@@ -71,16 +70,8 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         """With one queue and no capability every gang is within its share: skip the sums."""
         return len(self.queues) > 1 or any(q.capability for q in self.queues.values())
 
-    def joined(self, plugins: Mapping[str, Plugin]) -> None:
-        """The gang plugin's preemption may reclaim what queues over their share borrowed."""
-        gang = plugins.get("Coscheduling")
-        if isinstance(gang, Coscheduling):
-            self.gang = gang
-            gang.preemption.reclaimable = self.reclaimable
-            gang.preemption.reclaimed = self.reclaimed
-
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        group = self.handle.podgroup(pod.group_key) if pod.group_key else None
+        group = self.handle.groups.podgroup(pod.group_key) if pod.group_key else None
         if group is None or not group.valid:
             return SUCCESS  # Coscheduling says what is wrong with the group
         queue = known_queue(self.queues, group.queue)
@@ -114,10 +105,10 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         is placed yet, it passes the admission of a pending gang again, its queue's newer
         such gangs counted as pending too (the newest give back first). Failing it, its
         claims go and the waiting gangs of queues below their share are tried at once."""
-        gang, cache = self.gang, self.handle.cache
-        if gang is None or any(p.node_name or cache.is_assumed(p.key)
-                               for p in cache.group_pods(group.key)) \
-                or gang.manager.victims_left(group.key):
+        give_back, cache = self.handle.gangs.give_back, self.handle.cache
+        if give_back is None or any(p.node_name or cache.is_assumed(p.key)
+                                    for p in cache.group_pods(group.key)) \
+                or self.handle.preemption.victims_left(gang_preemptor(group.key)):
             return ""  # started, or still waiting for its victims: the ledger is not read
         book = self._current_book()
         ledger = book.ledgers.get(group.queue)
@@ -126,17 +117,17 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
             return ""
         age = (group.created, group.key)
         newer = [key for key in ledger.claim_only if key == group.key or (
-            (other := self.handle.podgroup(key)) is not None and (other.created, key) > age)]
+            (other := self.handle.groups.podgroup(key)) is not None and (other.created, key) > age)]
         why = admission(as_pending(book, group.queue, newer), group.queue, claims)
         if not why:
             return ""
         why = f"gives back the room it claimed, as its queue is over its share now: {why}"
-        gang.manager.reject(group.key, why, freeze=False)
-        self.handle.group_event(group, "Normal", "ClaimReturned", why)
-        self.handle.capacity_freed()
+        give_back(group.key, why)
+        self.handle.status.group_event(group, "Normal", "ClaimReturned", why)
+        self.handle.activator.capacity_freed()
         takers = self._takers(as_pending(book, group.queue, [group.key]), group.queue, claims)
         log.debug("gang %s gives back its claims, for %s", group.key, ", ".join(takers))
-        self.handle.activate(p.key for key in takers for p in cache.group_pods(key))
+        self.handle.activator.activate(p.key for key in takers for p in cache.group_pods(key))
         return why
 
     def _takers(self, book: Book, queue_name: str, room: Mapping[str, int]) -> list[str]:
@@ -147,7 +138,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         waiting = sorted(((group.created, key), name, group)
                          for name, ledger in book.ledgers.items() if name != queue_name
                          for key in ledger.waiting_gangs
-                         if (group := self.handle.podgroup(key)) is not None)
+                         if (group := self.handle.groups.podgroup(key)) is not None)
         self._offered &= {key for (_, key), _, _ in waiting}
         left = dict(room)
         takers: list[str] = []
@@ -200,9 +191,9 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, ProfileAware):
         for pod in victims.pods:
             evicted[pod.group_key] = evicted.get(pod.group_key, 0) + 1
         for key, count in sorted(evicted.items()):
-            victim = self.handle.podgroup(key)
+            victim = self.handle.groups.podgroup(key)
             if victim is not None:
-                self.handle.group_event(
+                self.handle.status.group_event(
                     victim, "Normal", "Reclaimed",
                     f'Queue "{group.queue}" is below its deserved share and takes back the '
                     f'room Queue "{victim.queue}" borrowed: {count} member(s) of this gang '

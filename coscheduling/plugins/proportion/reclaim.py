@@ -21,7 +21,7 @@ from coscheduling.preemption.units import Unit, eviction_units
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 EVERYONE = 2**62  # a priority above any pod's: reclaim is between queues, not priorities
 
@@ -59,13 +59,13 @@ def reclaimable_units(handle: Handle, book: Book, group: PodGroup, need: Mapping
     units: list[Unit] = []
     for donor in donors:
         pods = [p for key in cache.group_keys()
-                if (g := handle.podgroup(key)) is not None and g.queue == donor.queue.name
+                if (g := handle.groups.podgroup(key)) is not None and g.queue == donor.queue.name
                 for p in cache.group_pods(key)]
         # Pods already evicted (for an earlier reclaim) are on their way out: not offered
         # again, and no longer part of the queue's excess.
-        going = [p for p in pods if handle.evicted_by_us(p)]
-        offered = eviction_units([p for p in pods if not handle.evicted_by_us(p)], EVERYONE,
-                                 group.key, handle.podgroup, gang_priority,
+        going = [p for p in pods if handle.preemption.evicted(p)]
+        offered = eviction_units([p for p in pods if not handle.preemption.evicted(p)], EVERYONE,
+                                 group.key, handle.groups.podgroup, gang_priority,
                                  lambda p: cache.is_assumed(p.key))
         # Lowest priority, then newest, offered first, while the queue stays at its share.
         offered.sort(key=lambda u: (u.priority, -max(p.created for p in u.pods)))

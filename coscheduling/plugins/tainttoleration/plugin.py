@@ -15,9 +15,9 @@ from coscheduling.framework.status import SUCCESS, Status
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.api.selectors import Taint, Toleration
-    from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "TaintToleration"
 REASON_PREFIX = "node(s) had untolerated taint "

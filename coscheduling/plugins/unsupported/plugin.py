@@ -26,7 +26,7 @@ from coscheduling.framework.status import SUCCESS, Status
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 NAME = "UnsupportedFields"
 NOT_PLACED = "the pod is not placed"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import Claim
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import Handle
 
 
 class ClaimsPlugin(PreFilterPlugin, FilterPlugin):

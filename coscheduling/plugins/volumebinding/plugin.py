@@ -17,9 +17,9 @@ from coscheduling.plugins.volumebinding.prebind import bind_and_wait
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import Claim
-    from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
-    from coscheduling.framework.interfaces import Handle
+    from coscheduling.framework.handle import ApiWriter, Handle
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "VolumeBinding"
 STATE_KEY = "VolumeBinding/claims"
@@ -40,6 +40,8 @@ class VolumeBinding(ClaimsPlugin, ReservePlugin, PreBindPlugin):
                  handle: Handle | None = None) -> None:
         super().__init__(args, handle)
         self.timeout: float = validate_args(args or {}, "args")["bindTimeoutSeconds"]
+        # PreBind writes claimRefs and annotations through the scheduler's client.
+        self.api: ApiWriter | None = handle.api if handle is not None else None
 
     def pre_filter_claims(self, state: CycleState, pod: Pod, claims: list[Claim]) -> Status:
         sorted_claims, why = sort_claims(claims, self.store)
@@ -85,7 +87,7 @@ class VolumeBinding(ClaimsPlugin, ReservePlugin, PreBindPlugin):
         chosen = self.store.assumed.get(pod.key)
         if chosen is None or not (chosen.static or chosen.provision):
             return SUCCESS
-        client = self.store.client
+        client = self.api
         if client is None:
             return Status.error("no API client: volumes cannot be bound", plugin=NAME)
         why = bind_and_wait(client, self.store, chosen, self.timeout)

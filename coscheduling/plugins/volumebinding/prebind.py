@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from coscheduling.api.volumes import SELECTED_NODE, PodVolumes, VolumeStore
-from coscheduling.cluster.client import ApiError, KubeClient, q
+from coscheduling.cluster.client import ApiError, q
+from coscheduling.framework.handle import ApiWriter
 
 log = logging.getLogger(__name__)
 
-Undo = Callable[[KubeClient], None]
+Undo = Callable[[ApiWriter], None]
 
 
 def _claim_path(key: str) -> str:
@@ -26,7 +27,7 @@ def _claim_path(key: str) -> str:
     return f"/api/v1/namespaces/{q(namespace)}/persistentvolumeclaims/{q(name)}"
 
 
-def _bind_volume(client: KubeClient, store: VolumeStore, claim_key: str,
+def _bind_volume(client: ApiWriter, store: VolumeStore, claim_key: str,
                  volume_name: str) -> Undo | None:
     """Point the volume's claimRef at the claim (guarded by the resourceVersion we read)."""
     claim, volume = store.claims.get(claim_key), store.volumes.get(volume_name)
@@ -42,7 +43,7 @@ def _bind_volume(client: KubeClient, store: VolumeStore, claim_key: str,
     }
     client.patch(f"/api/v1/persistentvolumes/{q(volume_name)}", body)
 
-    def undo(undo_client: KubeClient) -> None:
+    def undo(undo_client: ApiWriter) -> None:
         current, bound = store.volumes.get(volume_name), store.claims.get(claim_key)
         if current is not None and current.reserved_for(claim) and not (
                 bound is not None and bound.bound):
@@ -51,7 +52,7 @@ def _bind_volume(client: KubeClient, store: VolumeStore, claim_key: str,
     return undo
 
 
-def _select_node(client: KubeClient, store: VolumeStore, claim_key: str,
+def _select_node(client: ApiWriter, store: VolumeStore, claim_key: str,
                  node: str) -> Undo | None:
     claim = store.claims.get(claim_key)
     if claim is None:
@@ -60,7 +61,7 @@ def _select_node(client: KubeClient, store: VolumeStore, claim_key: str,
         return None
     client.patch(_claim_path(claim_key), {"metadata": {"annotations": {SELECTED_NODE: node}}})
 
-    def undo(undo_client: KubeClient) -> None:
+    def undo(undo_client: ApiWriter) -> None:
         current = store.claims.get(claim_key)
         if current is not None and not current.bound and current.selected_node == node:
             undo_client.patch(_claim_path(claim_key),
@@ -68,7 +69,7 @@ def _select_node(client: KubeClient, store: VolumeStore, claim_key: str,
     return undo
 
 
-def bind_and_wait(client: KubeClient, store: VolumeStore, chosen: PodVolumes,
+def bind_and_wait(client: ApiWriter, store: VolumeStore, chosen: PodVolumes,
                   timeout: float) -> str:
     """Write the bindings, wait until every claim is Bound; "" on success, else why not
     (after undoing what was written)."""

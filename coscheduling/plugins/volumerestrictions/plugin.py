@@ -17,8 +17,8 @@ from coscheduling.plugins.volumebinding.claims import ClaimsPlugin
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import Claim
-    from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "VolumeRestrictions"
 CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and "

@@ -13,8 +13,8 @@ from coscheduling.plugins.volumebinding.claims import ClaimsPlugin
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import Claim
-    from coscheduling.cache import NodeInfo
     from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.framework.nodeinfo import NodeInfo
 
 NAME = "VolumeZone"
 CONFLICT = "node(s) had no available volume zone"

@@ -1,26 +1,44 @@
-"""Watch only the kinds of group object the API server serves, and pick up a kind whose
-CRD (or API) appears later without a restart: unserved kinds are looked for again every
-``interval`` seconds through discovery, which needs no permission beyond authentication."""
+"""Watch only the kinds of object (other producers' group objects) the API server serves,
+and pick up a kind whose CRD (or API) appears later without a restart: unserved kinds are
+looked for again every ``interval`` seconds through discovery, which needs no permission
+beyond authentication."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.cluster.informer import Informer
-from coscheduling.groups.source import GroupApi
 
 log = logging.getLogger(__name__)
 
 DISCOVERY_INTERVAL = 10.0
 
 
-class GroupDiscovery:
-    def __init__(self, client: KubeClient, apis: Sequence[GroupApi],
-                 make_informer: Callable[[GroupApi], Informer[Any]],
+class ServedKind(Protocol):
+    """A kind of object that an API group may or may not serve."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def plural(self) -> str: ...
+    @property
+    def api_version(self) -> str: ...
+
+
+Kind = TypeVar("Kind", bound=ServedKind)
+
+
+class GroupDiscovery(Generic[Kind]):
+    def __init__(self, client: KubeClient, apis: Sequence[Kind],
+                 make_informer: Callable[[Kind], Informer[Any]],
                  interval: float = DISCOVERY_INTERVAL) -> None:
         self.client = client
         self.make_informer = make_informer
@@ -30,7 +48,7 @@ class GroupDiscovery:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def served(self, api: GroupApi) -> bool:
+    def served(self, api: Kind) -> bool:
         try:
             listing = self.client.get(f"/apis/{api.group}/{api.version}")
         except ApiError as err:

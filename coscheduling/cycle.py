@@ -1,0 +1,107 @@
+"""A pod's cycle from assume to PostBind, or its undoing: one owner, used by the scheduling
+loop and by the gRPC server's caller-driven cycles alike.
+
+Assume takes the pod's room in the cache before Reserve; Permit's answer is recorded in the
+cycle state as framework data (permitted, or why it failed), which Unreserve plugins read; a
+Permit wait's decision is settled the same way. Undoing a cycle unreserves it, forgets the
+assumed pod, tells waiting gangs there is room, and gives the pod back to the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from coscheduling.framework.cycle_state import FAILURE, PERMITTED, CycleFailure, CycleState
+from coscheduling.framework.status import Code, Status
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.cache import Cache
+    from coscheduling.cluster.reporter import Reporter
+    from coscheduling.framework.metrics import SchedulerMetrics
+    from coscheduling.framework.runtime import Framework
+    from coscheduling.queue import Activator, SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+
+class Cycles:
+    """Every step of a pod's cycle after a node was chosen for it; call under the cache
+    lock, except :meth:`bind` (the binding cycle talks to the API server)."""
+
+    def __init__(self, framework: Framework, cache: Cache, queue: SchedulingQueue,
+                 activator: Activator, metrics: SchedulerMetrics, reporter: Reporter | None,
+                 scheduler_names: Collection[str]) -> None:
+        self._fw = framework
+        self._cache = cache
+        self._queue = queue
+        self._activator = activator
+        self._metrics = metrics
+        self._reporter = reporter
+        self._names = frozenset(scheduler_names)
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str, *,
+                popped: bool) -> Status:
+        """Assume ``pod`` on ``node_name`` (its room is taken), take it off the queue
+        (``popped``: the loop took it from there), then run Reserve; undone on failure (a
+        remote caller hears why from the answer, with no event)."""
+        self._cache.assume(pod, node_name)
+        if popped:
+            self._queue.done(pod.key)
+        else:
+            self._queue.delete(pod.key)  # an assumed pod is not queued
+        status = self._fw.run_reserve(state, pod, node_name)
+        if not status.ok:
+            self.undo(state, pod, node_name, status, reserved=False, report=popped)
+        return status
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Run Permit and record its answer: a waiting pod keeps its cycle state (where a
+        deletion records why it failed), a permitted one is marked so, a rejected one
+        carries the reason to Unreserve."""
+        status = self._fw.run_permit(state, pod, node_name)
+        if status.code == Code.WAIT:
+            waiting = self._fw.waiting_pods.get(pod.key)
+            if waiting is not None:  # None: its deadline had already passed
+                waiting.cycle = state
+        elif status.ok:
+            state.write(PERMITTED, True)
+        else:
+            state.write(FAILURE, CycleFailure(status.message))
+        return status
+
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """The binding cycle of a permitted pod: PreBind, Bind, PostBind; undone (and the
+        pod retried) when PreBind or Bind fails."""
+        status = self._fw.run_pre_bind(state, pod, node_name)
+        if status.ok:
+            status = self._fw.run_bind(state, pod, node_name)
+        if not status.ok:
+            log.warning("bind of %s to %s failed: %s", pod.key, node_name, status.message)
+            with self._cache.lock:
+                self.undo(state, pod, node_name, Status.error(status.message), reserved=True)
+            return
+        self._metrics.pods_bound.inc()
+        log.debug("%s: bound to %s", pod.key, node_name)
+        self._fw.run_post_bind(state, pod, node_name)
+        if self._reporter is not None:
+            self._reporter.scheduled(pod, node_name)
+
+    def undo(self, state: CycleState, pod: Pod, node_name: str, status: Status, *,
+             reserved: bool, report: bool = True) -> None:
+        """Unreserve (if Reserve ran) and forget the assumed pod; waiting gangs hear there
+        is room; the pod, if it is still there and still this scheduler's, waits again
+        (with a FailedScheduling event when ``report``)."""
+        if reserved:
+            self._fw.run_unreserve(state, pod, node_name)
+        self._cache.forget(pod.key)
+        self._activator.capacity_freed_locked(exclude=pod.group_key)
+        current = self._cache.pod(pod.key)
+        if current is None or current.uid != pod.uid or current.scheduler_name not in self._names:
+            return
+        self._queue.requeue(current, status.message, unschedulable=status.rejected)
+        if report and self._reporter is not None:
+            self._reporter.unschedulable(current, status.message)
+

@@ -1,0 +1,179 @@
+"""What the scheduler offers its plugins, as roles (kube-scheduler's Handle is built the same
+way: a lister, a nominator, a plugins runner, a pod activator, a workload manager).
+
+A plugin's factory gets the :class:`Handle` and keeps the roles it uses; nothing is wired into
+a plugin after it is built. Each role is a narrow protocol here, implemented elsewhere (the
+cache, the scheduler's listers, the preemption ledger), so the framework depends on nothing
+above it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from coscheduling.framework.status import Status
+
+if TYPE_CHECKING:
+    from coscheduling.api.budgets import Budget
+    from coscheduling.api.podaffinity import AffinityIndex
+    from coscheduling.api.podgroups import PodGroup
+    from coscheduling.api.pods import Pod
+    from coscheduling.api.volumes import VolumeStore
+    from coscheduling.framework.metrics import SchedulerMetrics
+    from coscheduling.framework.nodeinfo import NodeInfo
+    from coscheduling.framework.waiting import WaitingPods
+
+
+class SchedulerCache(Protocol):
+    """Nodes, the pods on them, and the room gangs claimed (the cache; one lock for all)."""
+
+    lock: threading.RLock
+    affinity: AffinityIndex
+    namespace_labels: dict[str, dict[str, str]]
+
+    def node(self, name: str) -> NodeInfo | None: ...
+    def nodes(self) -> Iterator[NodeInfo]: ...
+    def node_names(self) -> list[str]: ...
+    def node_count(self) -> int: ...
+    def pod(self, key: str) -> Pod | None: ...
+    def pods(self) -> Iterator[Pod]: ...
+    def group_pods(self, group_key: str) -> list[Pod]: ...
+    def group_nodes(self, group_key: str, excluding: str = "") -> Counter[str]: ...
+    def group_keys(self) -> list[str]: ...
+    def lowest_priority(self) -> int | None: ...
+    @property
+    def change_seq(self) -> int: ...
+    def changed_since(self, seq: int) -> list[str] | None: ...
+    def assumed_node(self, pod_key: str) -> str: ...
+    def is_assumed(self, pod_key: str) -> bool: ...
+    def claim(self, pod: Pod, node_name: str) -> None: ...
+    def release_claim(self, pod_key: str) -> None: ...
+    def claimed_node(self, pod_key: str) -> str: ...
+    def without(self, pods: Iterable[Pod]) -> AbstractContextManager[None]: ...
+
+
+class GroupLister(Protocol):
+    """PodGroups (of every producer) from their watches, and members that finished."""
+
+    def podgroup(self, key: str) -> PodGroup | None: ...
+    def podgroups(self) -> Mapping[str, PodGroup]: ...
+
+    def finished_members(self, group_key: str) -> Mapping[str, str]:
+        """Members of a group that Succeeded or Failed: pod key -> phase."""
+
+
+class PriorityLister(Protocol):
+    """PriorityClasses and PodDisruptionBudgets, from their watches."""
+
+    def priority_class(self, name: str) -> int | None: ...
+    def budgets(self) -> Iterable[Budget]: ...
+
+
+class PluginsRunner(Protocol):
+    """Runs the profile's plugins for a pod outside its own cycle (a gang's admission places
+    its missing members; preemption re-filters a node without its victims)."""
+
+    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
+        """PreFilter (all but ``skip_plugin``), Filter and Score of ``pod`` as its own cycle
+        would run them: (the best node or None, why no node fits)."""
+
+    def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
+        """PreFilter (all but ``skip_plugin``) and Filter of ``pod`` on one node."""
+
+    def preemption_enabled(self) -> bool:
+        """Whether the profile preempts (DefaultPreemption is among its PostFilters)."""
+
+
+class PodActivator(Protocol):
+    """Moves pending pods back to the active queue."""
+
+    def activate(self, pod_keys: Iterable[str]) -> None: ...
+
+    def capacity_freed(self) -> None:
+        """Room appeared: frozen gangs and parked pods may try again."""
+
+
+class PreemptionLedger(Protocol):
+    """The one record of what preemption evicted, for whom, and the room handed over."""
+
+    def evict(self, victims: Sequence[Pod], preemptor: str, takers: Sequence[str]) -> None:
+        """Evict ``victims`` for ``preemptor`` ("pod ns/p" or "gang ns/g"); their room goes
+        to the claims of ``takers`` (pod keys), activated once the victims are gone."""
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        """Record the node ``pod`` waits for (status.nominatedNodeName)."""
+
+    def evicted(self, pod: Pod) -> bool:
+        """Whether ``pod`` is being evicted by this scheduler's preemption."""
+
+    def victims_left(self, preemptor: str) -> int:
+        """How many of ``preemptor``'s victims still exist."""
+
+
+class StatusPublisher(Protocol):
+    """Where a gang's state changes are told: PodGroup status and events."""
+
+    def group_changed(self, group_key: str) -> None: ...
+    def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None: ...
+
+
+class Binder(Protocol):
+    def bind(self, pod: Pod, node_name: str) -> Status:
+        """Write a Binding through the API server."""
+
+
+class ApiWriter(Protocol):
+    """Writes to the API server that plugins make themselves (PreBind's volume patches)."""
+
+    def patch(self, path: str, body: Any, *, kind: str = "merge") -> dict[str, Any]: ...
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Wall-clock seconds; plugins take time from here so tests can reason about it."""
+
+
+GangOrder = Callable[["PodGroup", "Pod", int], tuple[Any, ...]]
+"""(group, member, partial) -> the member's QueueSort key (DRF's order between gangs)."""
+
+
+@dataclass
+class GangPolicies:
+    """What plugins beside the gang plugin decide about gangs (kube-scheduler's workload
+    manager role): the order between gangs, what a gang may reclaim, and giving a gang's
+    claimed room back. Each is offered by the plugin that owns it when that plugin is built,
+    and used by the gang plugin through this role, so no plugin reaches into another."""
+
+    order: GangOrder | None = None
+    # (gang, missing members) -> eviction units beside lower-priority pods (reclaim).
+    reclaimable: Callable[[PodGroup, Sequence[Pod]], list[Any]] | None = None
+    # Told which victims a gang evicted from the reclaimable units.
+    reclaimed: Callable[[PodGroup, Any], None] | None = None
+    # (group key, reason) -> drop the gang's claims and current attempt, without freezing.
+    give_back: Callable[[str, str], None] | None = None
+
+
+@dataclass(frozen=True)
+class Handle:
+    """The roles a plugin may take when it is built."""
+
+    cache: SchedulerCache
+    groups: GroupLister
+    priorities: PriorityLister
+    runner: PluginsRunner
+    activator: PodActivator
+    preemption: PreemptionLedger
+    status: StatusPublisher
+    binder: Binder
+    clock: Clock
+    waiting_pods: WaitingPods
+    metrics: SchedulerMetrics
+    volumes: VolumeStore
+    api: ApiWriter | None = None
+    scheduler_names: tuple[str, ...] = ()
+    gangs: GangPolicies = field(default_factory=GangPolicies)
