@@ -29,9 +29,12 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(PY) -m pytest tests/integration -q
 
+# Ruff, mypy --strict, and the import contracts of pyproject.toml (layers only point down,
+# no import cycle, nobody but its registry and the service wiring imports the gang plugin).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check coscheduling tests bench
 	$(VENV)/bin/mypy coscheduling
+	$(VENV)/bin/lint-imports
 
 # The gRPC code in coscheduling/server/gen, from proto/ with the pinned grpcio-tools.
 proto: $(STAMP)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import ctypes
 import faulthandler
-import os
 import signal
 import sys
 import threading
@@ -17,38 +15,12 @@ import yaml
 
 from coscheduling import logs
 from coscheduling.cluster.client import ApiError
-from coscheduling.config import ConfigError, SchedulerConfig, load_file, parse_config
+from coscheduling.config import ConfigError
 from coscheduling.config.load import dump_defaults
 from coscheduling.faults import FaultError
 from coscheduling.httpendpoint import ListenError
-from coscheduling.plugins.registry import default_registry
+from coscheduling.process import limit_malloc_arenas, load_config
 from coscheduling.service import SchedulerService
-
-MALLOC_ARENAS = 2
-_M_ARENA_MAX = -8  # glibc's mallopt() parameter number
-
-
-def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> None:
-    """Cap glibc's malloc arenas for a long-running command, before it starts its threads.
-
-    glibc gives threads that allocate concurrently their own arenas, up to 8 per core, and
-    each keeps free memory the others cannot reuse: with the binding pool, the watches and
-    the gRPC threads, two arenas cost the W1 benchmark no throughput and ~2.5 MiB less peak
-    RSS. Nothing happens off glibc, or when MALLOC_ARENA_MAX is set (the operator decides).
-    """
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    try:
-        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
-            return
-        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, arenas)
-    except (AttributeError, OSError, ValueError):
-        return  # no confstr name or no mallopt: not glibc after all
-
-
-def _load_config(path: str | None) -> SchedulerConfig:
-    registry = default_registry()
-    return load_file(path, registry) if path else parse_config(None, registry)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -57,7 +29,7 @@ def _run(args: argparse.Namespace) -> int:
 
     limit_malloc_arenas()
     logs.setup(args.v, args.log_format)
-    config = _load_config(args.config)
+    config = load_config(args.config)
     try:
         grpc_settings = None if args.no_grpc else settings_from(args, config.grpc)
     except ValueError as err:
@@ -125,7 +97,7 @@ def _config(args: argparse.Namespace) -> int:
     if args.action == "defaults":
         print(yaml.safe_dump(dump_defaults(), sort_keys=False), end="")
         return 0
-    _load_config(args.file)
+    load_config(args.file)
     print(f"{args.file}: valid")
     return 0
 

@@ -125,14 +125,14 @@ def settings_from(args: argparse.Namespace, policy: GrpcPolicy) -> GrpcSettings:
 # -- serve ------------------------------------------------------------------------------
 def _serve(args: argparse.Namespace) -> int:
     from coscheduling import logs
-    from coscheduling.cli import _load_config, limit_malloc_arenas
     from coscheduling.faults import FaultError
     from coscheduling.httpendpoint import ListenError
+    from coscheduling.process import limit_malloc_arenas, load_config
     from coscheduling.service import SchedulerService
 
     limit_malloc_arenas()
     logs.setup(args.v, args.log_format)
-    config = _load_config(args.config)
+    config = load_config(args.config)
     try:
         settings = settings_from(args, config.grpc)
     except ValueError as err:
