@@ -177,7 +177,7 @@ class Cache:
                 self._groups.setdefault(pod.group_key, set()).add(pod.key)
             if pod.node_name:
                 self._assumed.pop(pod.key, None)
-                self.release_claim(pod.key)
+                self.drop_claim(pod.key)
                 self._add_to_node(pod.node_name, pod)
             elif pod.key in self._assumed:
                 # Still assumed: keep it on its node with the fresh record.
@@ -212,7 +212,7 @@ class Cache:
                 self._nodes[pod.node_name].handovers.pop(key, None)
             self._unindex(pod)
             self._assumed.pop(key, None)
-            self.release_claim(key)
+            self.drop_claim(key)
             return pod
 
     @contextmanager
@@ -254,7 +254,7 @@ class Cache:
     def assume(self, pod: Pod, node_name: str) -> None:
         """Place ``pod`` on ``node_name`` before the binding is confirmed."""
         with self.lock:
-            self.release_claim(pod.key)
+            self.drop_claim(pod.key)
             self._assumed[pod.key] = node_name
             self._add_to_node(node_name, pod)
 
@@ -277,12 +277,12 @@ class Cache:
 
     def claim(self, pod: Pod, node_name: str) -> None:
         with self.lock:
-            self.release_claim(pod.key)
+            self.drop_claim(pod.key)
             self._claims[pod.key] = node_name
             self._node_info(node_name).add_claim(pod)
             self._touch(node_name)
 
-    def release_claim(self, pod_key: str) -> None:
+    def drop_claim(self, pod_key: str) -> None:
         with self.lock:
             node_name = self._claims.pop(pod_key, None)
             if node_name is not None and node_name in self._nodes:

@@ -91,7 +91,7 @@ class Preemption:
             if place():
                 return False
             for member in members:
-                cache.release_claim(member.key)
+                cache.drop_claim(member.key)
             return True
 
         everyone = [*members, *(p for p in cache.group_pods(group.key) if p.node_name)]

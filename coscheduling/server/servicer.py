@@ -111,7 +111,7 @@ class SchedulingServicer:
             node = resolve_node(self._s, request.node_name, "node_name")
             held = self._cycles.get(pod.key)
             if held is not None and held.pod.uid != pod.uid:
-                self._release(held, f"pod {pod.key} was replaced")  # a stale reservation
+                self._unreserve(held, f"pod {pod.key} was replaced")  # a stale reservation
             elif held is not None and held.node_name == node.name:
                 held.touched = self._cycles.clock()
                 return pb.ReserveResponse(status=status_pb(SUCCESS))  # a retried Reserve
@@ -169,7 +169,7 @@ class SchedulingServicer:
             if cycle.node_name != node:
                 raise precondition("node_name", f"pod {arg.key} is reserved on node "
                                                 f"{cycle.node_name}, not {node}")
-            self._release(cycle, f"unreserved by the gRPC caller on node {node}")
+            self._unreserve(cycle, f"unreserved by the gRPC caller on node {node}")
         return pb.UnreserveResponse(unreserved=True)
 
     def PostBind(self, request: Any, context: Any) -> pb.PostBindResponse:
@@ -206,7 +206,7 @@ class SchedulingServicer:
                                             f"{cycle.node_name}, not {node}")
         return cycle
 
-    def _release(self, cycle: RemoteCycle, reason: str) -> None:
+    def _unreserve(self, cycle: RemoteCycle, reason: str) -> None:
         """Undo a remote cycle the way the loop undoes its own (call under the cache lock)."""
         pod = cycle.pod
         if cycle.waiting:  # its caller gives up before the decision
@@ -233,7 +233,7 @@ class SchedulingServicer:
                     continue
                 reason = (f"the gRPC reservation of pod {key} on node {cycle.node_name} "
                           f"expired: no call about it for {timeout:g}s")
-                self._release(cycle, reason)
+                self._unreserve(cycle, reason)
                 if self._s.reporter is not None:
                     self._s.reporter.unschedulable(cycle.pod, reason)
                 expired.append(key)
@@ -333,7 +333,7 @@ class SchedulingServicer:
             for key in self._cycles.pod_keys():
                 cycle = self._cycles.get(key)
                 if cycle is not None:
-                    self._release(cycle, STOPPED_REASON)
+                    self._unreserve(cycle, STOPPED_REASON)
 
 
 def _allowed(cycle: RemoteCycle) -> bool:

@@ -195,7 +195,7 @@ def test_tables_equal_filter_and_score_from_scratch(
                 if op == "forget":
                     cache.forget(pod.key)
                 elif op == "release":
-                    cache.release_claim(pod.key)
+                    cache.drop_claim(pod.key)
                 elif op == "delete":
                     cache.remove_pod(pod.key)
                 elif cache.assumed_node(pod.key):

@@ -75,7 +75,7 @@ class HeldSlots:
 
     def drop(self, group_key: str) -> None:
         for held in self._holds.pop(group_key, ()):
-            self.handle.cache.release_claim(held.key)
+            self.handle.cache.drop_claim(held.key)
 
     def take(self, pod: Pod, fits: Callable[[str], bool]) -> str:
         """Hand one of its gang's holds to ``pod``: a claim on the held node if it fits
@@ -87,7 +87,7 @@ class HeldSlots:
         if not holds:
             del self._holds[pod.group_key]
         cache = self.handle.cache
-        cache.release_claim(held.key)
+        cache.drop_claim(held.key)
         if fits(held.node):
             cache.claim(pod, held.node)
             return held.node
@@ -99,7 +99,7 @@ class HeldSlots:
         for group_key, holds in list(self._holds.items()):
             for held in [h for h in holds if h.until <= now]:
                 holds.remove(held)
-                self.handle.cache.release_claim(held.key)
+                self.handle.cache.drop_claim(held.key)
                 expired.append((group_key, held))
             if not holds:
                 del self._holds[group_key]

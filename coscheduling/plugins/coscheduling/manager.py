@@ -208,6 +208,24 @@ class GangManager:
             self._commit(group, members)
         return why
 
+    def try_admit(self, pod: Pod, group: PodGroup, select_node: SelectNode,
+                  candidates: list[Pod], counts: GangCounts,
+                  preemption: Preemption | None) -> str:
+        """Admit the gang (claims made: ""), or say why not: while members are missing it
+        just waits; otherwise it preempts when ``preemption`` is given and evictions let it
+        in, or it is frozen with the reason."""
+        why = self.admit(pod, group, select_node, candidates, counts)
+        if not why or why.startswith(WAITING_FOR_MEMBERS):
+            return why
+        if preemption is not None:
+            preempting = self.preempt(pod, group, select_node, candidates, counts, preemption)
+            if preempting:
+                return preempting
+        self.freeze(group.key, why)
+        gang = self.state(group.key)
+        gang.last_failure, gang.last_failure_at = why, self.handle.clock.now()
+        return why
+
     def _missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
                  counts: GangCounts) -> list[Pod] | str:
         """The members to place now (``pod`` first), or why the gang must wait for more."""
@@ -303,7 +321,7 @@ class GangManager:
             node_name, why = select_node(member)
             if node_name is None:
                 for key in made:
-                    cache.release_claim(key)
+                    cache.drop_claim(key)
                 placed = counts.placed + counts.waiting + counts.claimed + len(made)
                 return (
                     f"{len(members) - len(made)}/{group.min_member} members of the gang "
@@ -334,7 +352,7 @@ class GangManager:
                     continue
                 fits.append((leftover(cache, options[value], need), value))
                 for member in members:
-                    cache.release_claim(member.key)
+                    cache.drop_claim(member.key)
             if fits:
                 gang.domain = Domain(key, min(fits)[1])
                 why = self._claim(group, members, select_node, counts)
@@ -374,13 +392,13 @@ class GangManager:
             gang.started = self.handle.clock.now()
             gang.deadline = gang.started + self.timeout_for(group)
 
-    def release(self, group_key: str) -> None:
+    def drop_claims(self, group_key: str) -> None:
         """Drop every claim the gang holds (it was placed, or it failed)."""
         gang = self.gangs.get(group_key)
         if gang is None:
             return
         for key in gang.claimed:
-            self.handle.cache.release_claim(key)
+            self.handle.cache.drop_claim(key)
         gang.claimed.clear()
         gang.waited.clear()
         gang.deadline = 0.0
@@ -394,7 +412,7 @@ class GangManager:
         gang.last_failure_at = now
         gang.rejections += 1
         waited = len(gang.waited)
-        self.release(group_key)
+        self.drop_claims(group_key)
         gang.domain = None
         gang.preempting = False
         rejected = []
@@ -425,7 +443,7 @@ class GangManager:
         if gang.started:
             self.handle.metrics.gang_schedule_duration.observe(now - gang.started)
         self.handle.metrics.gang_released.inc()
-        self.release(group_key)
+        self.drop_claims(group_key)
         gang.started = 0.0
         gang.released_at = self.handle.clock.now()
         gang.last_failure = ""
@@ -455,7 +473,7 @@ class GangManager:
 
     def forget_group(self, group_key: str) -> None:
         self.holds.drop(group_key)
-        self.release(group_key)
+        self.drop_claims(group_key)
         self.gangs.pop(group_key, None)
         self._frozen.pop(group_key, None)
 

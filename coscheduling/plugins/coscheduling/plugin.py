@@ -107,72 +107,80 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     # -- PreFilter -----------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        """The gates a member passes (its group exists, is valid, agrees with it, is not
+        another owner's, is not waiting for victims or frozen); then the manager admits the
+        gang, preempting or freezing it when it does not fit."""
         group_key = pod.group_key
         if not group_key:
             return SUCCESS
         group = self.handle.groups.podgroup(group_key)
         if group is None:
             return Status.unschedulable(missing_message(pod.membership, pod.namespace))
-        if not group.valid:
-            return Status.unresolvable(f'PodGroup "{group_key}" is invalid: '
-                                       + "; ".join(group.errors))
-        disagreement = labelonly.disagreement(pod, group)
-        if disagreement:
-            return Status.unschedulable(f'PodGroup "{group_key}": {disagreement}')
-        cache = self.handle.cache
-        occupant = occupied_by(group, cache.group_pods(group_key), lambda p: bool(
-            p.node_name or cache.assumed_node(p.key) or cache.claimed_node(p.key)))
-        if occupant and _uid(pod.owner) != _uid(occupant):
-            return Status.unresolvable(
-                f'PodGroup "{group_key}" is occupied by {occupant}; this pod belongs '
-                f"to {pod.owner or 'no controller'}, so it may not join the group")
-        manager = self.manager
+        refusal = self._refusal(pod, group)
+        if refusal is not None:
+            return refusal
+        manager, cache = self.manager, self.handle.cache
         if group_key in manager.holds and not cache.claimed_node(pod.key):
             manager.holds.take(pod, lambda node: self._fits_on(pod, node))
         counts = manager.counts(group_key)
-        victims = manager.victims_left(group_key)
+        waiting = self._waiting(pod, group, counts)
+        if waiting is not None:
+            return waiting
+        candidates = sorted(
+            (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
+            key=self.sort_key,
+        )
+        preemption = self.preemption if self._may_preempt(pod, candidates) else None
+        why = manager.try_admit(pod, group, self._select_node, candidates, counts, preemption)
+        if why:
+            return Status.unschedulable(f'PodGroup "{group_key}": {why}')
+        self.handle.activator.activate(p.key for p in candidates)
+        return SUCCESS
+
+    def _refusal(self, pod: Pod, group: PodGroup) -> Status | None:
+        """Why ``pod`` may not be a member of ``group`` at all (None: it may)."""
+        if not group.valid:
+            return Status.unresolvable(f'PodGroup "{group.key}" is invalid: '
+                                       + "; ".join(group.errors))
+        disagreement = labelonly.disagreement(pod, group)
+        if disagreement:
+            return Status.unschedulable(f'PodGroup "{group.key}": {disagreement}')
+        cache = self.handle.cache
+        occupant = occupied_by(group, cache.group_pods(group.key), lambda p: bool(
+            p.node_name or cache.assumed_node(p.key) or cache.claimed_node(p.key)))
+        if occupant and _uid(pod.owner) != _uid(occupant):
+            return Status.unresolvable(
+                f'PodGroup "{group.key}" is occupied by {occupant}; this pod belongs '
+                f"to {pod.owner or 'no controller'}, so it may not join the group")
+        return None
+
+    def _waiting(self, pod: Pod, group: PodGroup, counts: GangCounts) -> Status | None:
+        """SUCCESS when the gang needs no admission (complete, reserved, or the pod's room
+        is claimed); a wait for victims or a freeze; None when admission must run."""
+        manager = self.manager
+        victims = manager.victims_left(group.key)
         if victims:
             return Status.unschedulable(
-                f'PodGroup "{group_key}": waiting for {victims} pod(s) it preempted to '
+                f'PodGroup "{group.key}": waiting for {victims} pod(s) it preempted to '
                 "terminate; its members hold the room they free")
         if counts.placed + counts.waiting + counts.claimed >= group.min_member:
             return SUCCESS  # the gang is complete or fully reserved: this member may go
         if self.handle.cache.claimed_node(pod.key):
             return SUCCESS
-        frozen = manager.frozen(group_key)
-        if frozen is not None:
-            # An absolute time, so the message (and the pod condition) stays the same on
-            # every retry instead of counting down.
-            return Status.unschedulable(
-                f'PodGroup "{group_key}" is frozen until '
-                f"{format_rfc3339(manager.frozen_until(group_key))} after a failed attempt: "
-                f"{frozen[1]}"
-            )
-        candidates = sorted(
-            (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
-            key=self.sort_key,
-        )
-        why = manager.admit(pod, group, self._select_node, candidates, counts)
-        if why:
-            if not why.startswith(WAITING_FOR_MEMBERS):
-                preempting = self._preempt(pod, group, candidates, counts)
-                if preempting:
-                    return Status.unschedulable(f'PodGroup "{group_key}": {preempting}')
-                manager.freeze(group_key, why)
-                gang = manager.state(group_key)
-                gang.last_failure, gang.last_failure_at = why, self.handle.clock.now()
-            return Status.unschedulable(f'PodGroup "{group_key}": {why}')
-        self.handle.activator.activate(p.key for p in candidates)
-        return SUCCESS
+        frozen = manager.frozen(group.key)
+        if frozen is None:
+            return None
+        # An absolute time, so the message (and the pod condition) stays the same on every
+        # retry instead of counting down.
+        return Status.unschedulable(
+            f'PodGroup "{group.key}" is frozen until '
+            f"{format_rfc3339(manager.frozen_until(group.key))} after a failed attempt: "
+            f"{frozen[1]}")
 
-    def _preempt(self, pod: Pod, group: PodGroup, candidates: list[Pod],
-                 counts: GangCounts) -> str:
+    def _may_preempt(self, pod: Pod, candidates: list[Pod]) -> bool:
         """The gang preempts as one, when the profile preempts and no member says Never."""
-        if not self.handle.runner.preemption_enabled() or any(
-                p.preemption_policy == NEVER for p in (pod, *candidates)):
-            return ""
-        return self.manager.preempt(pod, group, self._select_node, candidates, counts,
-                                    self.preemption)
+        return self.handle.runner.preemption_enabled() and not any(
+            p.preemption_policy == NEVER for p in (pod, *candidates))
 
     def _fits_on(self, pod: Pod, node_name: str) -> bool:
         info = self.handle.cache.node(node_name)

@@ -45,72 +45,104 @@ def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, 
             "message": message}
 
 
-def build_status(view: GroupView) -> dict[str, Any]:
-    group, gang = view.group, view.gang
-    minimum = group.min_member
-    succeeded = sum(1 for phase in view.finished.values() if phase == "Succeeded")
-    failed = sum(1 for phase in view.finished.values() if phase == "Failed")
-    bound = sum(1 for p in view.members if p.node_name)
-    running = sum(1 for p in view.members if p.node_name and p.phase == "Running")
-    released = view.counts.placed
-    attempt = bool(gang is not None and gang.deadline)
-    if succeeded >= minimum and running == 0:
-        phase = pg.PHASE_FINISHED
-    elif failed and running + released + view.counts.waiting == 0 and succeeded < minimum \
-            and len(view.members) < minimum:
-        phase = pg.PHASE_FAILED
-    elif running >= minimum:
-        phase = pg.PHASE_RUNNING
-    elif released >= minimum or (bound and bound + succeeded >= minimum):
-        phase = pg.PHASE_SCHEDULED
-    elif attempt or view.counts.waiting:
-        phase = pg.PHASE_SCHEDULING
-    elif view.counts.members < minimum:
-        phase = pg.PHASE_PRE_SCHEDULING
-    else:
-        phase = pg.PHASE_PENDING
+@dataclass(frozen=True)
+class Tally:
+    """A gang's members counted as its status reports them."""
 
+    succeeded: int
+    failed: int
+    bound: int
+    running: int
+    released: int  # placed: bound or let go for binding
+
+    @staticmethod
+    def of(view: GroupView) -> Tally:
+        finished = view.finished.values()
+        return Tally(
+            succeeded=sum(1 for phase in finished if phase == "Succeeded"),
+            failed=sum(1 for phase in finished if phase == "Failed"),
+            bound=sum(1 for p in view.members if p.node_name),
+            running=sum(1 for p in view.members if p.node_name and p.phase == "Running"),
+            released=view.counts.placed,
+        )
+
+
+def gang_phase(view: GroupView, tally: Tally) -> str:
+    """The PodGroup phase, from the members' counts and whether an attempt is under way."""
+    minimum, counts, t = view.group.min_member, view.counts, tally
+    if t.succeeded >= minimum and t.running == 0:
+        return pg.PHASE_FINISHED
+    if t.failed and t.running + t.released + counts.waiting == 0 and t.succeeded < minimum \
+            and len(view.members) < minimum:
+        return pg.PHASE_FAILED
+    if t.running >= minimum:
+        return pg.PHASE_RUNNING
+    if t.released >= minimum or (t.bound and t.bound + t.succeeded >= minimum):
+        return pg.PHASE_SCHEDULED
+    if (view.gang is not None and view.gang.deadline) or counts.waiting:
+        return pg.PHASE_SCHEDULING
+    if counts.members < minimum:
+        return pg.PHASE_PRE_SCHEDULING
+    return pg.PHASE_PENDING
+
+
+def _waiting_conditions(view: GroupView, phase: str) -> list[dict[str, str]]:
+    """Why a gang that is not placed waits: Unschedulable, Frozen, TimedOut."""
+    gang, minimum = view.gang, view.group.min_member
     conditions = []
-    if phase in (pg.PHASE_SCHEDULED, pg.PHASE_RUNNING, pg.PHASE_FINISHED):
+    reason = gang.last_failure if gang is not None else ""
+    why = "GangUnschedulable"
+    if phase == pg.PHASE_PRE_SCHEDULING:
+        reason = f"{WAITING_FOR_MEMBERS}: {view.counts.members} of minMember {minimum} exist"
+        gated = gated_members(view.members)
+        if gated:
+            reason += f" ({gated} more held by spec.schedulingGates, not counted)"
+        if view.counts.members + gated >= minimum:
+            why = "SchedulingGated"  # no failure: it waits for the gates to go
+    if reason:
+        conditions.append(_condition("Unschedulable", True, why, reason))
+    if view.frozen_until:
         conditions.append(_condition(
+            "Frozen", True, "FailedAttempt",
+            f"not retried before {format_rfc3339(view.frozen_until)} unless the cluster "
+            f"changes: {view.frozen_reason}"))
+    if gang is not None and gang.timed_out_at and gang.timed_out_at >= gang.released_at:
+        conditions.append(_condition(
+            "TimedOut", True, "MaxScheduleTimeExceeded",
+            f"{gang.timed_out_waiting} members were waiting when maxScheduleTime "
+            f"({format_duration(view.timeout)}) ran out at "
+            f"{format_rfc3339(gang.timed_out_at)}"))
+    return conditions
+
+
+def gang_conditions(view: GroupView, phase: str, tally: Tally) -> list[dict[str, str]]:
+    """The PodGroup's conditions, with numbers."""
+    if phase in (pg.PHASE_SCHEDULED, pg.PHASE_RUNNING, pg.PHASE_FINISHED):
+        placed = max(tally.released, tally.bound + tally.succeeded)
+        conditions = [_condition(
             "Scheduled", True, "GangReleased",
-            f"minMember {minimum} reached: {max(released, bound + succeeded)} members placed"))
+            f"minMember {view.group.min_member} reached: {placed} members placed")]
     else:
-        reason = gang.last_failure if gang is not None else ""
-        why = "GangUnschedulable"
-        if phase == pg.PHASE_PRE_SCHEDULING:
-            reason = (f"{WAITING_FOR_MEMBERS}: {view.counts.members} of minMember "
-                      f"{minimum} exist")
-            gated = gated_members(view.members)
-            if gated:
-                reason += f" ({gated} more held by spec.schedulingGates, not counted)"
-            if view.counts.members + gated >= minimum:
-                why = "SchedulingGated"  # no failure: it waits for the gates to go
-        if reason:
-            conditions.append(_condition("Unschedulable", True, why, reason))
-        if view.frozen_until:
-            conditions.append(_condition(
-                "Frozen", True, "FailedAttempt",
-                f"not retried before {format_rfc3339(view.frozen_until)} unless the cluster "
-                f"changes: {view.frozen_reason}"))
-        if gang is not None and gang.timed_out_at and gang.timed_out_at >= gang.released_at:
-            conditions.append(_condition(
-                "TimedOut", True, "MaxScheduleTimeExceeded",
-                f"{gang.timed_out_waiting} members were waiting when maxScheduleTime "
-                f"({format_duration(view.timeout)}) ran out at "
-                f"{format_rfc3339(gang.timed_out_at)}"))
+        conditions = _waiting_conditions(view, phase)
     if view.holds:
         conditions.append(_condition(
             "ReplacementHeld", True, "MemberLost", "; ".join(
                 f"room of {h.lost} held on node {h.node} for a new member until "
                 f"{format_rfc3339(h.until)}" for h in view.holds)))
+    return conditions
+
+
+def build_status(view: GroupView) -> dict[str, Any]:
+    tally = Tally.of(view)
+    phase = gang_phase(view, tally)
     status: dict[str, Any] = {
-        "phase": phase, "scheduled": bound + succeeded + failed, "running": running,
-        "succeeded": succeeded, "failed": failed, "conditions": conditions,
+        "phase": phase, "scheduled": tally.bound + tally.succeeded + tally.failed,
+        "running": tally.running, "succeeded": tally.succeeded, "failed": tally.failed,
+        "conditions": gang_conditions(view, phase, tally),
     }
-    if gang is not None and gang.started:
-        status["scheduleStartTime"] = format_rfc3339(gang.started)
-    occupant = occupied_by(group, view.members, lambda p: bool(p.node_name))
+    if view.gang is not None and view.gang.started:
+        status["scheduleStartTime"] = format_rfc3339(view.gang.started)
+    occupant = occupied_by(view.group, view.members, lambda p: bool(p.node_name))
     if occupant:
         status["occupiedBy"] = occupant
     return status
