@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,6 +254,124 @@ def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+Json = dict[str, Any]
+
+
+def _read_metadata(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.deleting = bool(meta.get("deletionTimestamp"))
+    pod.created = parse_rfc3339(meta.get("creationTimestamp"))
+
+
+def _read_labels(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+
+
+def _read_owner(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.owner = _controller(meta)
+
+
+def _read_phase(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.phase = str(status.get("phase") or "Pending")
+
+
+def _read_scheduler_name(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+
+
+def _read_node_name(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.node_name = pod.spec_node_name = str(spec.get("nodeName") or "")
+
+
+def _read_priority(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    priority = spec.get("priority") or 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"must be an integer, got {priority!r}")
+    pod.priority = priority
+
+
+def _read_preemption_policy(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
+    if policy not in ("PreemptLowerPriority", "Never"):
+        raise ValueError(f"must be PreemptLowerPriority or Never, got {policy!r}")
+    pod.preemption_policy = str(policy)
+
+
+def _read_node_selector(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.node_selector = {str(k): str(v) for k, v in _mapping(spec.get("nodeSelector")).items()}
+
+
+def _read_tolerations(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.tolerations = tuple(Toleration.parse(t) for t in spec.get("tolerations") or ())
+
+
+def _read_gates(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.gated = bool(spec.get("schedulingGates"))
+
+
+def _read_ports(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.host_ports = _host_ports(spec)
+
+
+def _read_requests(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.requests = effective_requests(spec)
+    pod_level = (pod_level_requests(spec, _containers_total(spec))
+                 if spec.get("resources") else {})
+    pod.nonzero_cpu = _nonzero(spec, CPU, DEFAULT_MILLI_CPU, pod_level)
+    pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY, pod_level)
+
+
+def _read_affinity(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    affinity = spec.get("affinity")
+    pod.affinity_terms = parse_affinity_terms(affinity)
+    pod.preferred_terms = parse_preferred_terms(affinity)
+    pod.pod_affinity = parse_pod_affinity(affinity, pod.namespace, pod.labels)
+
+
+def _read_spread(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.spread_constraints = parse_spread_constraints(
+        spec.get("topologySpreadConstraints"), pod.labels)
+
+
+def _read_images(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.images = _images(spec)
+
+
+def _read_volumes(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    pod.placement_volumes = _placement_volumes(pod.name, spec)
+
+
+def _read_claims_and_fields(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    claims = spec.get("resourceClaims")
+    if claims:
+        pod.resource_claims = tuple([str(_mapping(c).get("name") or "") for c in claims])
+    fields = [f"spec.{name}" for name in PLACEMENT_FIELDS if spec.get(name)]
+    if fields:
+        pod.placement_fields = tuple(fields)
+
+
+# Each part of a pod, read in this order, with the field an error in it is reported under.
+_READERS: tuple[tuple[str, Callable[[Pod, Json, Json, Json], None]], ...] = (
+    ("metadata", _read_metadata),
+    ("metadata.labels", _read_labels),
+    ("metadata.ownerReferences", _read_owner),
+    ("status.phase", _read_phase),
+    ("spec.schedulerName", _read_scheduler_name),
+    ("spec.nodeName", _read_node_name),
+    ("spec.priority", _read_priority),
+    ("spec.preemptionPolicy", _read_preemption_policy),
+    ("spec.nodeSelector", _read_node_selector),
+    ("spec.tolerations", _read_tolerations),
+    ("spec.schedulingGates", _read_gates),
+    ("spec.containers[].ports", _read_ports),
+    ("spec.containers[].resources", _read_requests),
+    ("spec.affinity", _read_affinity),
+    ("spec.topologySpreadConstraints", _read_spread),
+    ("spec.containers[].image", _read_images),
+    ("spec.volumes", _read_volumes),
+    ("spec.resourceClaims", _read_claims_and_fields),
+)
+
+
 def parse_pod(obj: dict[str, Any]) -> Pod:
     """Build a Pod record from the API's JSON. Malformed fields are kept as ``parse_error``.
 
@@ -266,66 +385,12 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         uid=str(meta.get("uid") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
     )
-    try:
-        field = "metadata"
-        pod.deleting = bool(meta.get("deletionTimestamp"))
-        pod.created = parse_rfc3339(meta.get("creationTimestamp"))
-        field = "metadata.labels"
-        pod.labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
-        field = "metadata.ownerReferences"
-        pod.owner = _controller(meta)
-        field = "status.phase"
-        pod.phase = str(status.get("phase") or "Pending")
-        field = "spec.schedulerName"
-        pod.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-        field = "spec.nodeName"
-        pod.node_name = pod.spec_node_name = str(spec.get("nodeName") or "")
-        field = "spec.priority"
-        priority = spec.get("priority") or 0
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError(f"must be an integer, got {priority!r}")
-        pod.priority = priority
-        field = "spec.preemptionPolicy"
-        policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
-        if policy not in ("PreemptLowerPriority", "Never"):
-            raise ValueError(f"must be PreemptLowerPriority or Never, got {policy!r}")
-        pod.preemption_policy = str(policy)
-        field = "spec.nodeSelector"
-        pod.node_selector = {str(k): str(v)
-                             for k, v in _mapping(spec.get("nodeSelector")).items()}
-        field = "spec.tolerations"
-        pod.tolerations = tuple(Toleration.parse(t) for t in spec.get("tolerations") or ())
-        field = "spec.schedulingGates"
-        pod.gated = bool(spec.get("schedulingGates"))
-        field = "spec.containers[].ports"
-        pod.host_ports = _host_ports(spec)
-        field = "spec.containers[].resources"
-        pod.requests = effective_requests(spec)
-        pod_level = (pod_level_requests(spec, _containers_total(spec))
-                     if spec.get("resources") else {})
-        pod.nonzero_cpu = _nonzero(spec, CPU, DEFAULT_MILLI_CPU, pod_level)
-        pod.nonzero_memory = _nonzero(spec, MEMORY, DEFAULT_MEMORY, pod_level)
-        field = "spec.affinity"
-        pod.affinity_terms = parse_affinity_terms(spec.get("affinity"))
-        pod.preferred_terms = parse_preferred_terms(spec.get("affinity"))
-        pod.pod_affinity = parse_pod_affinity(spec.get("affinity"), pod.namespace,
-                                              pod.labels)
-        field = "spec.topologySpreadConstraints"
-        pod.spread_constraints = parse_spread_constraints(
-            spec.get("topologySpreadConstraints"), pod.labels)
-        field = "spec.containers[].image"
-        pod.images = _images(spec)
-        field = "spec.volumes"
-        pod.placement_volumes = _placement_volumes(pod.name, spec)
-        field = "spec.resourceClaims"
-        claims = spec.get("resourceClaims")
-        if claims:
-            pod.resource_claims = tuple([str(_mapping(c).get("name") or "") for c in claims])
-        fields = [f"spec.{name}" for name in PLACEMENT_FIELDS if spec.get(name)]
-        if fields:
-            pod.placement_fields = tuple(fields)
-    except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
-        pod.parse_error = f"{field}: {err}"
+    for path, read in _READERS:
+        try:
+            read(pod, meta, spec, status)
+        except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
+            pod.parse_error = f"{path}: {err}"
+            break
     # Last, so that a malformed marker costs nothing else of the pod (a bound pod's requests
     # still count on its node); the pod is refused with the marker's error.
     pod.membership = membership(pod.namespace, pod.labels, _mapping(meta.get("annotations")),
