@@ -3,81 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import faulthandler
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
-from typing import Any
 
 import yaml
 
-from coscheduling import logs
 from coscheduling.cluster.client import ApiError
 from coscheduling.config import ConfigError
 from coscheduling.config.load import dump_defaults
-from coscheduling.faults import FaultError
-from coscheduling.httpendpoint import ListenError
-from coscheduling.process import limit_malloc_arenas, load_config
-from coscheduling.service import SchedulerService
+from coscheduling.process import load_config
 
 
 def _run(args: argparse.Namespace) -> int:
+    from coscheduling.server.cli import run_service
 
-    from coscheduling.server.cli import settings_from, start_grpc_for
-
-    limit_malloc_arenas()
-    logs.setup(args.v, args.log_format)
-    config = load_config(args.config)
-    try:
-        grpc_settings = None if args.no_grpc else settings_from(args, config.grpc)
-    except ValueError as err:
-        print(f"coscheduling run: {err}", file=sys.stderr)
-        return 2
-    try:
-        service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
-    except (ListenError, FaultError) as err:
-        print(f"coscheduling run: {err}", file=sys.stderr)
-        return 2
-    try:
-        server = start_grpc_for(service, grpc_settings) if grpc_settings else None
-    except (OSError, RuntimeError) as err:
-        print(f"coscheduling run: cannot serve gRPC: {err} (choose another --address, or "
-              "--no-grpc)", file=sys.stderr)
-        service.stop()
-        return 2
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump every stack
-    if not service.start(sync_timeout=None):
-        return 1
-    if server is not None:
-        print(f"coscheduling: gRPC plugin server on {server.address}", file=sys.stderr,
-              flush=True)
-    names = " or ".join(config.scheduler_names)
-    print(f"coscheduling: scheduling pods with schedulerName {names}"
-          + (" once it holds the leader lease" if service.elector else ""),
-          file=sys.stderr, flush=True)
-    while not stop.wait(0.5):
-        if service.lost_leadership.is_set():
-            print("coscheduling: lost the leader lease; exiting so a restart rejoins as a "
-                  "follower", file=sys.stderr, flush=True)
-            _shutdown(service, server)
-            return 1
-    _shutdown(service, server)
-    return 0
-
-
-def _shutdown(service: SchedulerService, server: Any) -> None:
-    if server is not None:
-        server.stop(5).wait()  # in-flight calls finish first
-    service.stop()
+    return run_service(args, command="run", loop=True)
 
 
 def _explain(args: argparse.Namespace) -> int:

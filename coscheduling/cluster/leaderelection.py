@@ -52,7 +52,8 @@ class LeaderElector:
     def stop(self, release: bool = True) -> None:
         """Stop; a leader hands the Lease back so a follower takes over without waiting."""
         self._stop.set()
-        self._thread.join(timeout=self.settings.retry_period + 5)
+        if self._thread.ident is not None:  # started (serve never starts it)
+            self._thread.join(timeout=self.settings.retry_period + 5)
         if release and self.leading.is_set():
             self._release()
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import signal
@@ -11,7 +12,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -122,8 +122,11 @@ def settings_from(args: argparse.Namespace, policy: GrpcPolicy) -> GrpcSettings:
     return settings
 
 
-# -- serve ------------------------------------------------------------------------------
-def _serve(args: argparse.Namespace) -> int:
+# -- run and serve ------------------------------------------------------------------------
+def run_service(args: argparse.Namespace, *, command: str, loop: bool) -> int:
+    """``coscheduling run`` (``loop``: the scheduling loop binds; gRPC beside it unless
+    --no-grpc) and ``coscheduling serve`` (no loop: gRPC callers bind) are one procedure:
+    configure, start, wait for a signal (or a lost lease), stop."""
     from coscheduling import logs
     from coscheduling.faults import FaultError
     from coscheduling.httpendpoint import ListenError
@@ -134,44 +137,66 @@ def _serve(args: argparse.Namespace) -> int:
     logs.setup(args.v, args.log_format)
     config = load_config(args.config)
     try:
-        settings = settings_from(args, config.grpc)
-    except ValueError as err:
-        print(f"coscheduling serve: {err}", file=sys.stderr)
-        return 2
-    try:
+        settings = None if getattr(args, "no_grpc", False) else settings_from(args, config.grpc)
         service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
-    except (ListenError, FaultError) as err:
-        print(f"coscheduling serve: {err}", file=sys.stderr)
+    except (ValueError, ListenError, FaultError) as err:
+        print(f"coscheduling {command}: {err}", file=sys.stderr)
         return 2
     stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump every stack
     try:
-        server = start_grpc_for(service, settings)
+        server = start_grpc_for(service, settings) if settings is not None else None
     except (OSError, RuntimeError) as err:
-        print(f"coscheduling serve: {err}", file=sys.stderr)
+        hint = " (choose another --address, or --no-grpc)" if loop else ""
+        print(f"coscheduling {command}: cannot serve gRPC: {err}{hint}", file=sys.stderr)
         service.stop()
         return 2
-    if not service.start(sync_timeout=None, schedule=False):
-        server.stop(0).wait()
-        service.stop()
-        return 1
-    print(f"coscheduling: serving gRPC on {server.address} for schedulerName="
-          f"{service.config.scheduler_name} (no scheduling loop: callers bind)",
-          file=sys.stderr, flush=True)
-    scheduler = service.scheduler
-    while not stop.wait(1.0):
-        try:  # what the loop's housekeeping thread does: gang deadlines, thawing, metrics
-            scheduler.housekeeping()
-        except Exception:
-            log.exception("housekeeping failed")
-    server.stop(args.grace).wait()
+    code = 1
+    if service.start(sync_timeout=None, schedule=loop):
+        _announce(service, server, loop)
+        code = _wait(service, stop, loop)
+    if server is not None:
+        server.stop(getattr(args, "grace", 5.0)).wait()  # in-flight calls finish first
     service.stop()
+    return code
+
+
+def _announce(service: SchedulerService, server: PluginServer | None, loop: bool) -> None:
+    if not loop:
+        assert server is not None
+        print(f"coscheduling: serving gRPC on {server.address} for schedulerName="
+              f"{service.config.scheduler_name} (no scheduling loop: callers bind)",
+              file=sys.stderr, flush=True)
+        return
+    if server is not None:
+        print(f"coscheduling: gRPC plugin server on {server.address}", file=sys.stderr,
+              flush=True)
+    names = " or ".join(service.config.scheduler_names)
+    print(f"coscheduling: scheduling pods with schedulerName {names}"
+          + (" once it holds the leader lease" if service.elector else ""),
+          file=sys.stderr, flush=True)
+
+
+def _wait(service: SchedulerService, stop: threading.Event, loop: bool) -> int:
+    """Until a signal (0), or until the lease is lost (1: a restart rejoins as a follower).
+    Without the loop, its housekeeping (gang deadlines, thawing, metrics) runs here."""
+    while not stop.wait(0.5 if loop else 1.0):
+        if service.lost_leadership.is_set():
+            print("coscheduling: lost the leader lease; exiting so a restart rejoins as a "
+                  "follower", file=sys.stderr, flush=True)
+            return 1
+        if not loop:
+            try:
+                service.scheduler.housekeeping()
+            except Exception:
+                log.exception("housekeeping failed")
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    return run_service(args, command="serve", loop=False)
 
 
 # -- call -------------------------------------------------------------------------------
