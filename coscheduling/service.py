@@ -133,8 +133,8 @@ class SchedulerService:
         self.config = config
         elect = config.leader_election.leader_elect
         identity = default_identity() if elect else ""  # Bindings carry it (fencing)
-        self._connect(kubeconfig, token, identity)
         self.elector: LeaderElector | None = None
+        self._connect(kubeconfig, token, identity)
         if elect:
             self.elector = LeaderElector(self.client, config.leader_election,
                                          on_started_leading=self._started_leading,
@@ -169,16 +169,24 @@ class SchedulerService:
             connection_pool=max(8, self.config.binding_parallelism * 2), token=token,
         )
         fault = faults.from_environment()
-        if fault or self.config.leader_election.leader_elect:
+        # With leader election every write is fenced: sent only while this replica holds
+        # the lease (the Lease's own writes excepted), Bindings carrying its identity.
+        fence = self._holds_lease if identity else None
+        if fault or identity:
             self.client: KubeClient = BindingClient(settings, fault=fault, leader=identity,
-                                                    group_of=self._group_of)
+                                                    group_of=self._group_of,
+                                                    holds_lease=fence)
         else:
             self.client = KubeClient(settings)
-        self.report_client = KubeClient(
-            ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst, token=token),
-            self.client.endpoint,
-        )
+        report_settings = ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst,
+                                         token=token)
+        self.report_client = (BindingClient(report_settings, self.client.endpoint,
+                                            holds_lease=fence)
+                              if fence else KubeClient(report_settings, self.client.endpoint))
         self.reporter = Reporter(self.report_client, self.config.scheduler_name)
+
+    def _holds_lease(self) -> bool:
+        return self.elector is not None and self.elector.holds_lease()
 
     def _group_of(self, namespace: str, name: str) -> str:
         pod = self.scheduler.cache.pod(f"{namespace}/{name}")
@@ -195,8 +203,10 @@ class SchedulerService:
         gang = self.scheduler.framework.instances.get("Coscheduling")
         if not isinstance(gang, Coscheduling):
             return None
-        writer = GroupStatusWriter(self.report_client,
-                                   lambda key: status_target(gang.status_of(key)))
+        active = self.scheduler.active  # only the leader writes PodGroup status
+        writer = GroupStatusWriter(
+            self.report_client,
+            lambda key: status_target(gang.status_of(key)) if active.is_set() else None)
         self.scheduler.notices.listeners.append(writer.mark)
         return writer
 
@@ -232,14 +242,15 @@ class SchedulerService:
             return False
         log.info("caches synced: %d nodes, %d podgroups", self.scheduler.cache.node_count(),
                  len(self.scheduler.listers.groups))
-        self._ensure_default_queue()
+        if self.elector is None:  # with an election, the leader creates it (_activate)
+            self._ensure_default_queue()
         # Bound members are known now: gangs a crash left partially bound go first.
         self.scheduler.refresh_queue_order()
         self.discovery.start(self._watch_late)
         if schedule:
             self.scheduler.start_loops()
-            if self.elector is not None:
-                self.elector.start()
+        if self.elector is not None:  # `serve` replicas elect a leader too: only it acts
+            self.elector.start()
         return True
 
     def _watch_late(self, informer: Informer[Any]) -> None:
@@ -292,6 +303,10 @@ class SchedulerService:
         # parked pod again.
         self.scheduler.activator.capacity_freed()
         self.scheduler.active.set()
+        self._ensure_default_queue()
+        if self.status_writer is not None:  # a follower wrote none: catch up
+            for key in list(self.scheduler.listers.groups):
+                self.status_writer.mark(key)
         if self.queue_writer is not None and isinstance(self.proportion, Proportion):
             for name in list(self.proportion.statuses):
                 self.queue_writer.mark(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,13 @@ from coscheduling.api.podaffinity import (
     parse_pod_affinity,
     parse_spread_constraints,
 )
-from coscheduling.api.quantity import CPU, MEMORY, QuantityError, parse_resource_list
+from coscheduling.api.quantity import (
+    CPU,
+    MEMORY,
+    QuantityError,
+    parse_resource_list,
+    to_units,
+)
 from coscheduling.api.selectors import (
     NodeSelectorTerm,
     Toleration,
@@ -312,6 +318,39 @@ def _read_ports(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
     pod.host_ports = _host_ports(spec)
 
 
+class FieldError(ValueError):
+    """A malformed part of a pod whose exact path is known (``path``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _resource_lists(spec: Json) -> Iterator[tuple[str, object]]:
+    """Every ResourceList of a pod spec that adds to what it asks of a node, by path."""
+    yield "spec.overhead", spec.get("overhead")
+    pod_level = _mapping(spec.get("resources"))
+    yield "spec.resources.requests", pod_level.get("requests")
+    yield "spec.resources.limits", pod_level.get("limits")
+    for kind in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(kind) or ()):
+            resources = _mapping(_mapping(container).get("resources"))
+            yield f"spec.{kind}[{index}].resources.requests", resources.get("requests")
+            yield f"spec.{kind}[{index}].resources.limits", resources.get("limits")
+
+
+def _check_amounts(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    """Requests, limits and overheads are quantities of at least 0. The API server refuses
+    others for new pods, but a pod sent over gRPC (or an object stored before that check)
+    could carry one: a negative request would make room on a node out of nothing."""
+    for where, raw in _resource_lists(spec):
+        for name, value in _mapping(raw).items():
+            try:
+                to_units(str(name), value)
+            except QuantityError as err:
+                raise FieldError(f"{where}.{name}", str(err)) from None
+
+
 def _read_requests(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
     pod.requests = effective_requests(spec)
     pod_level = (pod_level_requests(spec, _containers_total(spec))
@@ -363,6 +402,7 @@ _READERS: tuple[tuple[str, Callable[[Pod, Json, Json, Json], None]], ...] = (
     ("spec.tolerations", _read_tolerations),
     ("spec.schedulingGates", _read_gates),
     ("spec.containers[].ports", _read_ports),
+    ("spec.containers[].resources", _check_amounts),
     ("spec.containers[].resources", _read_requests),
     ("spec.affinity", _read_affinity),
     ("spec.topologySpreadConstraints", _read_spread),
@@ -389,7 +429,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         try:
             read(pod, meta, spec, status)
         except (QuantityError, ValueError, TypeError, AttributeError, KeyError) as err:
-            pod.parse_error = f"{path}: {err}"
+            pod.parse_error = f"{getattr(err, 'path', path)}: {err}"
             break
     # Last, so that a malformed marker costs nothing else of the pod (a bound pod's requests
     # still count on its node); the pod is refused with the marker's error.

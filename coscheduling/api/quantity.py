@@ -77,10 +77,14 @@ def _bounded(amount: Decimal, value: object) -> Decimal:
 
 
 def to_units(resource: str, value: object) -> int:
-    """A quantity in the scheduler's integer unit for ``resource`` (millicores for cpu)."""
-    if isinstance(value, str):
-        return _string_units(resource, value)
-    return _units(resource, value)
+    """An amount of ``resource`` in the scheduler's integer unit (millicores for cpu).
+
+    Amounts of a resource (requests, limits, capacities) are at least 0: a negative one would
+    make room out of nothing, so it is refused like a malformed one."""
+    units = _string_units(resource, value) if isinstance(value, str) else _units(resource, value)
+    if units < 0:
+        raise QuantityError(f"{value!r} is negative: a resource amount is at least 0")
+    return units
 
 
 def _units(resource: str, value: object) -> int:

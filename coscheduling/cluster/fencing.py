@@ -31,13 +31,20 @@ log = logging.getLogger(__name__)
 LEADER_ANNOTATION = "batch.scheduler.tencent.com/bound-by"
 
 
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 class BindingClient(KubeClient):
     """The scheduler's client when its Bindings are fenced (``leader`` set) or a fault is
     injected around them (``fault``); otherwise the plain KubeClient is used."""
 
     def __init__(self, *args: Any, fault: Fault | None = None, leader: str = "",
-                 group_of: Callable[[str, str], str] | None = None, **kwargs: Any) -> None:
+                 group_of: Callable[[str, str], str] | None = None,
+                 holds_lease: Callable[[], bool] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # With leader election: every write but the Lease's own waits for this to say the
+        # replica holds the lease (the API server's policy fences what slips past it).
+        self.holds_lease = holds_lease
         self.leader = leader  # the leader identity Bindings carry ("": not fenced)
         self.fault = fault
         # (namespace, pod name) -> its gang, for a fault that counts a gang's binds.
@@ -52,6 +59,10 @@ class BindingClient(KubeClient):
 
     def request(self, method: str, path: str, *, body: Any = None,
                 **kwargs: Any) -> dict[str, Any]:
+        if self.holds_lease is not None and method in WRITES and \
+                "/leases" not in path and not self.holds_lease():
+            raise ApiError(403, f"not sent: {method} {path}: this replica does not hold the "
+                              "leader lease")
         if self.leader and method == "POST" and path.endswith("/binding") \
                 and isinstance(body, dict):
             meta = dict(body.get("metadata") or {})

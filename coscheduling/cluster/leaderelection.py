@@ -1,15 +1,19 @@
 """Leader election on a coordination.k8s.io Lease, with kube-scheduler's timing rules.
 
 A candidate takes the Lease when it is free or its holder stopped renewing for
-``lease_duration``; the leader renews every ``retry_period`` and gives up leadership the
-moment it has gone ``renew_deadline`` without a successful renewal, before any other
-candidate may take over (renew_deadline < lease_duration), so two leaders never overlap.
+``lease_duration``, measured on this replica's own clock from when it last saw the Lease
+change (as client-go does: another machine's clock, in renewTime, is never compared with
+ours, so a clock skew cannot make two leaders); the leader renews every ``retry_period``
+and gives up leadership the moment it has gone ``renew_deadline`` without a successful
+renewal, before any other candidate may take over (renew_deadline < lease_duration), so two
+leaders never overlap.
 Updates use the Lease's resourceVersion, so two candidates cannot both win a race.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -17,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from coscheduling.api.times import format_rfc3339_micro, parse_rfc3339
+from coscheduling.api.times import format_rfc3339_micro
 from coscheduling.cluster.client import ApiError, KubeClient, q
 from coscheduling.config.types import LeaderElection
 
@@ -25,7 +29,10 @@ log = logging.getLogger(__name__)
 
 
 def default_identity() -> str:
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    """The pod's name in a cluster (POD_NAME, from the downward API): the API server knows
+    a pod-bound token's pod, so the fencing policy can compare it with the Lease holder.
+    Elsewhere the host name and a random suffix, as kube-scheduler names itself."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 class LeaderElector:
@@ -41,6 +48,10 @@ class LeaderElector:
         self.leading = threading.Event()
         self.transitions = 0
         self._last_renew = 0.0
+        # The Lease as last seen (holder, renewTime, resourceVersion), and when (monotonic):
+        # a holder whose record has not changed for its lease duration has stopped renewing.
+        self._observed: tuple[str, str, str] = ("", "", "")
+        self._observed_at = 0.0
         self._stop = threading.Event()
         self._path = (f"/apis/coordination.k8s.io/v1/namespaces/"
                       f"{q(settings.resource_namespace)}/leases")
@@ -78,6 +89,20 @@ class LeaderElector:
                 self.on_stopped_leading()
             self._stop.wait(self.settings.retry_period)
 
+    def holder(self) -> str:
+        """The identity last seen holding the Lease ("" when none)."""
+        return self._observed[0]
+
+    def _observe(self, spec: dict[str, Any], version: str) -> float:
+        """Record the Lease as seen now; how long (seconds, by this replica's clock) it has
+        gone unchanged."""
+        now = time.monotonic()
+        seen = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""),
+                version)
+        if seen != self._observed:
+            self._observed, self._observed_at = seen, now
+        return now - self._observed_at
+
     def holds_lease(self) -> bool:
         """Leading, and renewed within renewDeadline: checked before every bind, so a
         leader whose election thread is starved cannot go on binding after a follower may
@@ -111,12 +136,13 @@ class LeaderElector:
                 if create_err.conflict:
                     return False
                 raise
+            self._observe(fresh, "")
             return True
         spec: dict[str, Any] = dict(lease.get("spec") or {})
         holder = spec.get("holderIdentity") or ""
-        renewed = parse_rfc3339(spec.get("renewTime"))
+        unchanged = self._observe(spec, str(lease["metadata"].get("resourceVersion") or ""))
         duration = float(spec.get("leaseDurationSeconds") or self.settings.lease_duration)
-        if holder and holder != self.identity and now < renewed + duration:
+        if holder and holder != self.identity and unchanged < duration:
             return False  # someone else holds a live lease
         if holder != self.identity:
             spec["acquireTime"] = stamp
@@ -125,12 +151,14 @@ class LeaderElector:
         spec.update(holderIdentity=self.identity, renewTime=stamp,
                     leaseDurationSeconds=int(self.settings.lease_duration))
         try:
-            self.client.request("PUT", f"{self._path}/{name}",
-                                body=self._lease_body(spec, lease["metadata"]["resourceVersion"]))
+            written = self.client.request(
+                "PUT", f"{self._path}/{name}",
+                body=self._lease_body(spec, lease["metadata"]["resourceVersion"]))
         except ApiError as err:
             if err.conflict:
                 return False  # another candidate updated it first
             raise
+        self._observe(spec, str((written.get("metadata") or {}).get("resourceVersion") or ""))
         return True
 
     def _release(self) -> None:

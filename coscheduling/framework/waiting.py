@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
 
 
+MAX_UNREAD = 10_000
+"""Decisions a subscriber may leave unread before it is cut off."""
+
+
 @dataclass(eq=False)
 class WaitingPod:
     pod: Pod
@@ -64,6 +68,7 @@ class WaitingPods:
         self._seq = 0
         self._wake = threading.Condition(self._lock)
         self._subscribers: list[queue.SimpleQueue[Decision | None]] = []
+        self._overflowed: set[int] = set()  # ids of subscribers cut off for falling behind
         self._interceptors: list[Callable[[WaitingPod], bool]] = []
         self._stopped = False
         self._timer = threading.Thread(target=self._run_timer, name="permit-timer", daemon=True)
@@ -116,8 +121,13 @@ class WaitingPods:
             waiting.pod.key, waiting.pod.uid, waiting.node_name, waiting.pod.group_key,
             status, waiting.decided_at - waiting.since,
         )
-        for subscriber in self._subscribers:
-            subscriber.put(decision)
+        for subscriber in list(self._subscribers):
+            if subscriber.qsize() >= MAX_UNREAD:  # a reader this far behind is cut off
+                self._subscribers.remove(subscriber)
+                self._overflowed.add(id(subscriber))
+                subscriber.put(None)
+            else:
+                subscriber.put(decision)
         for interceptor in self._interceptors:
             if interceptor(waiting):
                 return  # e.g. a pod a remote caller reserved: the caller binds it, not us
@@ -135,16 +145,21 @@ class WaitingPods:
         return tuple(self._interceptors)
 
     def subscribe(self) -> queue.SimpleQueue[Decision | None]:
-        """A queue of every later decision; ``None`` is put when the map stops."""
+        """A queue of every later decision; ``None`` is put when the map stops, or when its
+        reader left ``MAX_UNREAD`` decisions unread (it is then cut off, not grown)."""
         subscriber: queue.SimpleQueue[Decision | None] = queue.SimpleQueue()
         with self._lock:
             self._subscribers.append(subscriber)
         return subscriber
 
-    def unsubscribe(self, subscriber: queue.SimpleQueue[Decision | None]) -> None:
+    def unsubscribe(self, subscriber: queue.SimpleQueue[Decision | None]) -> bool:
+        """Stop the subscription; True when it had been cut off for falling behind."""
         with self._lock:
             if subscriber in self._subscribers:
                 self._subscribers.remove(subscriber)
+            overflowed = id(subscriber) in self._overflowed
+            self._overflowed.discard(id(subscriber))
+            return overflowed
 
     def stop(self) -> None:
         with self._lock:

@@ -73,3 +73,11 @@ class Authorizer:
             "grpc.readOnlyClients or grpc.mutatingClients"
         raise RequestError(grpc.StatusCode.PERMISSION_DENIED, "certificate",
                            f"{', '.join(sorted(names))} may not call {rpc}: not in {which}")
+
+    def stream_owner(self, context: Any) -> tuple[str, bool]:
+        """Who opens a stream, for the per-caller stream limits: (identity, whether it may
+        call mutating RPCs). Without mutual TLS every caller is one anonymous mutating one."""
+        if not self.enforced:
+            return "", True
+        names = caller_identities(context)
+        return ",".join(sorted(names)), ANY_CLIENT in self.mutating or bool(names & self.mutating)

@@ -30,6 +30,7 @@ from coscheduling.server.server import (
 from coscheduling.server.servicer import SUBSCRIBED_METADATA
 
 if TYPE_CHECKING:
+    from coscheduling.cluster.leaderelection import LeaderElector
     from coscheduling.config.types import GrpcPolicy
     from coscheduling.service import SchedulerService
 
@@ -44,10 +45,26 @@ RPC_NAMES = {
 }
 
 
+class _Elected:
+    """The Leadership of a replica that elects a leader: it acts while it holds the lease."""
+
+    def __init__(self, elector: LeaderElector) -> None:
+        self._elector = elector
+
+    def leading(self) -> bool:
+        return self._elector.holds_lease()
+
+    def leader(self) -> str:
+        return self._elector.holder()
+
+
 def start_grpc_for(service: SchedulerService, settings: GrpcSettings) -> PluginServer:
     """Start the plugin server on a service's scheduler (health says SERVING once the
-    service's caches have synced, so it may be started before ``service.start``)."""
-    server = build_server(service.scheduler, lambda: service.synced, settings)
+    service's caches have synced, and only on the leader when replicas elect one, so it may
+    be started before ``service.start``)."""
+    elector = service.elector
+    server = build_server(service.scheduler, lambda: service.synced, settings,
+                          _Elected(elector) if elector is not None else None)
     server.start()
     return server
 

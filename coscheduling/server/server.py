@@ -17,17 +17,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coscheduling.server.auth import Authorizer, is_loopback
+from coscheduling.server.auth import MUTATING_RPCS, Authorizer, is_loopback
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.servicer import SERVICE_NAME, SchedulingServicer
-from coscheduling.server.wire import RequestError, invalid
+from coscheduling.server.wire import RequestError, invalid, shown
 
 if TYPE_CHECKING:
     from coscheduling.scheduler import Scheduler
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 INSECURE_FLAG = "--insecure-expose-grpc-without-mtls"
+MAX_STATUS = 1024  # characters of an error message sent back (the metadata limit is 8 KiB)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class GrpcSettings:
     # to the other calls.
     max_workers: int = 32
     max_streams: int = 16
+    max_concurrent_rpcs: int = 256
     sync_poll_seconds: float = 0.05
     # Certificate identities allowed to call (configuration: grpc.readOnlyClients and
     # grpc.mutatingClients), checked on every call under mutual TLS.
@@ -102,6 +104,31 @@ class GrpcSettings:
             raise ValueError("max_streams must be positive and less than max_workers")
 
 
+class Leadership(Protocol):
+    """Whether this replica acts (holds the leader lease), and who does."""
+
+    def leading(self) -> bool: ...
+
+    def leader(self) -> str:
+        """The identity last seen holding the lease ("" when none is known)."""
+
+
+class AlwaysLeading:
+    """A scheduler without leader election: the only replica acts."""
+
+    def leading(self) -> bool:
+        return True
+
+    def leader(self) -> str:
+        return ""
+
+
+def not_the_leader(leadership: Leadership) -> RequestError:
+    return RequestError(grpc.StatusCode.UNAVAILABLE, "request",
+                        f"not the leader; the leader is {leadership.leader() or 'unknown'}: "
+                        "call it (this replica answers read-only calls only)")
+
+
 @dataclass(frozen=True)
 class _Undecodable:
     """A request whose bytes are not the method's message (the handler says so)."""
@@ -125,8 +152,10 @@ def _decoder(message_class: Any) -> Callable[[bytes], Any]:
 def _abort(context: Any, method: str, err: Exception) -> NoReturn:
     """End the call with the status ``err`` calls for (context.abort raises)."""
     if isinstance(err, RequestError):
-        log.debug("%s: %s: %s", method, err.code.name, err)
-        context.abort(err.code, str(err))
+        log.debug("%s: %s: %s", method, err.code.name, shown(str(err)))
+        message = str(err)  # whatever a message echoes, the status stays small
+        context.abort(err.code, message if len(message) <= MAX_STATUS else
+                      f"{message[:MAX_STATUS]}... (cut short)")
     else:
         log.error("%s failed", method, exc_info=err)
         context.abort(grpc.StatusCode.INTERNAL,
@@ -134,15 +163,19 @@ def _abort(context: Any, method: str, err: Exception) -> NoReturn:
     raise AssertionError("grpc's context.abort returned")
 
 
-def _guard(method: Any, behavior: Callable[..., Any],
-           authorizer: Authorizer) -> Callable[..., Any]:
-    """The caller's right to the call is checked first; every failure of one call becomes
+def _guard(method: Any, behavior: Callable[..., Any], authorizer: Authorizer,
+           leadership: Leadership) -> Callable[..., Any]:
+    """The caller's right to the call is checked first, then that this replica may act (a
+    call that changes state goes to the leader only); every failure of one call becomes
     that call's status; the server never dies of it."""
     name = method.name
     request_name = method.input_type.full_name
+    mutating = name in MUTATING_RPCS
 
     def check(request: Any, context: Any) -> None:
         authorizer.check(name, context)
+        if mutating and not leadership.leading():
+            raise not_the_leader(leadership)
         if isinstance(request, _Undecodable):
             raise invalid("request", f"not a valid {request_name} message: {request.error}")
 
@@ -164,7 +197,8 @@ def _guard(method: Any, behavior: Callable[..., Any],
     return unary
 
 
-def _method_handlers(servicer: SchedulingServicer, authorizer: Authorizer) -> dict[str, Any]:
+def _method_handlers(servicer: SchedulingServicer, authorizer: Authorizer,
+                     leadership: Leadership) -> dict[str, Any]:
     """One handler per RPC in the service descriptor (a missing method fails here)."""
     handlers = {}
     for method in pb.DESCRIPTOR.services_by_name["Scheduling"].methods:
@@ -173,7 +207,7 @@ def _method_handlers(servicer: SchedulingServicer, authorizer: Authorizer) -> di
         make = (grpc.unary_stream_rpc_method_handler if method.server_streaming
                 else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = make(
-            _guard(method, getattr(servicer, method.name), authorizer),
+            _guard(method, getattr(servicer, method.name), authorizer, leadership),
             request_deserializer=_decoder(request_class),
             response_serializer=response_class.SerializeToString,
         )
@@ -195,8 +229,9 @@ class PluginServer(grpc.Server):  # type: ignore[misc]  # grpc ships no type hin
 
     def __init__(self, server: Any, servicer: SchedulingServicer,
                  health_servicer: health.HealthServicer, synced: Callable[[], bool],
-                 settings: GrpcSettings) -> None:
+                 settings: GrpcSettings, leadership: Leadership) -> None:
         self._server = server
+        self._leadership = leadership
         self._servicer = servicer
         self._health = health_servicer
         self._synced = synced
@@ -267,12 +302,22 @@ class PluginServer(grpc.Server):  # type: ignore[misc]  # grpc ships no type hin
                 log.exception("expiring gRPC reservations failed")
 
     def _report_ready(self) -> None:
-        """SERVING once the caches have synced (the service may still be listing)."""
+        """SERVING while the caches have synced (the service may still be listing) and this
+        replica leads: a standby answers NOT_SERVING, so health-checking clients and
+        load balancers go to the leader."""
+        serving = False
         while not self._stopping.wait(self._settings.sync_poll_seconds):
-            if self._synced():
+            now = self._synced() and self._leadership.leading()
+            if now == serving:
+                continue
+            serving = now
+            state = health_pb2.HealthCheckResponse.SERVING if now else \
+                health_pb2.HealthCheckResponse.NOT_SERVING
+            with self._stop_lock:
+                if self._stopping.is_set():
+                    return  # shutdown said NOT_SERVING for good
                 for service in ("", SERVICE_NAME):
-                    self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
-                return
+                    self._health.set(service, state)
 
 
 def _address_in_use(address: str) -> str:
@@ -297,13 +342,15 @@ def _address_in_use(address: str) -> str:
 
 
 def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
-                 settings: GrpcSettings | None = None) -> PluginServer:
+                 settings: GrpcSettings | None = None,
+                 leadership: Leadership | None = None) -> PluginServer:
     """A server over ``scheduler``'s own instances, listening but not started.
 
     Raises RuntimeError when the address cannot be bound (in use: port reuse is off).
     """
     settings = settings or GrpcSettings()
     settings.validate()
+    leadership = leadership or AlwaysLeading()
     busy = _address_in_use(settings.address)
     if busy:
         raise RuntimeError(f"cannot listen on {settings.address}: {busy} (is another server "
@@ -314,10 +361,15 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
         ("grpc.max_receive_message_length", settings.max_message_bytes),
     ]
     executor = futures.ThreadPoolExecutor(settings.max_workers, thread_name_prefix="grpc")
-    server = grpc.server(executor, options=options)
+    # Calls beyond the workers wait in grpc's queue; beyond this many in all they are
+    # refused (RESOURCE_EXHAUSTED) instead of piling up without bound.
+    server = grpc.server(executor, options=options,
+                         maximum_concurrent_rpcs=settings.max_concurrent_rpcs)
+    authorizer = settings.authorizer()
     servicer = SchedulingServicer(scheduler, settings.max_streams,
-                                  reservation_timeout=settings.reservation_timeout)
-    handlers = _method_handlers(servicer, settings.authorizer())
+                                  reservation_timeout=settings.reservation_timeout,
+                                  authorizer=authorizer)
+    handlers = _method_handlers(servicer, authorizer, leadership)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME,
                                                                           handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
@@ -328,7 +380,8 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
     if settings.reflection:
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    plugin_server = PluginServer(server, servicer, health_servicer, service_synced, settings)
+    plugin_server = PluginServer(server, servicer, health_servicer, service_synced, settings,
+                                 leadership)
     try:
         if settings.tls_cert:
             port = server.add_secure_port(settings.address, _credentials(settings))

@@ -19,6 +19,8 @@ import grpc
 from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState
 from coscheduling.framework.interfaces import GangReporter, GangSummary
 from coscheduling.framework.status import SUCCESS, Code, Status
+from coscheduling.framework.waiting import MAX_UNREAD
+from coscheduling.server.auth import Authorizer
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.remote import RemoteCycle, remote_cycles
 from coscheduling.server.wire import (
@@ -50,20 +52,23 @@ class SchedulingServicer:
 
     def __init__(self, scheduler: Scheduler, max_streams: int = 16, *,
                  reservation_timeout: float = 60.0,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 authorizer: Authorizer | None = None) -> None:
         self._s = scheduler
         self._max_streams = max_streams
+        self._authorizer = authorizer or Authorizer.of((), (), enforced=False)
         self._reservation_timeout = reservation_timeout
         self._fw = scheduler.framework
         self._lock = scheduler.cache.lock
         self._cycles = remote_cycles(scheduler)
         if clock is not None:  # tests: reservation ages on a clock they move
             self._cycles.clock = clock
-        self._streams: set[queue.SimpleQueue[Decision | None]] = set()
+        # Open decision streams -> (caller identity, whether it may mutate).
+        self._streams: dict[queue.SimpleQueue[Decision | None], tuple[str, bool]] = {}
         self._streams_lock = threading.Lock()
         self._closing = False
 
-    # -- stateless: the same answer the loop would get ----------------------------------
+    # -- the same answer the loop would get ------------------------------------------------
     def Less(self, request: Any, context: Any) -> pb.LessResponse:
         a, b = read_pod(request, "a"), read_pod(request, "b")
         with self._lock:
@@ -72,9 +77,12 @@ class SchedulingServicer:
         return pb.LessResponse(less=less)
 
     def PreFilter(self, request: Any, context: Any) -> pb.PreFilterResponse:
+        """Not stateless: a gang member's PreFilter claims room for its gang, freezes it, or
+        preempts for it. So it acts only on the watched pod (a pod_json names which one, and
+        its uid, when given, must match); a pod the watch has not seen is refused."""
         arg = read_pod(request, "pod")
         with self._lock:
-            status = self._fw.run_pre_filter(CycleState(), arg.resolve(self._s, watched=False))
+            status = self._fw.run_pre_filter(CycleState(), arg.resolve(self._s, watched=True))
         return pb.PreFilterResponse(status=status_pb(status))
 
     def Filter(self, request: Any, context: Any) -> pb.FilterResponse:
@@ -177,8 +185,8 @@ class SchedulingServicer:
         node = node_name(request)
         with self._lock:
             cycle = self._cycles.get(arg.key)
-            if cycle is None:
-                pod, state = arg.resolve(self._s, watched=False), CycleState()
+            if cycle is None:  # PostBind plugins act on the watched pod only
+                pod, state = arg.resolve(self._s, watched=True), CycleState()
             else:
                 if cycle.node_name != node:
                     raise precondition("node_name", f"pod {arg.key} is reserved on node "
@@ -245,28 +253,52 @@ class SchedulingServicer:
     # -- decisions ------------------------------------------------------------------------
     def WatchDecisions(self, request: Any, context: Any) -> Iterator[pb.Decision]:
         group = object_key(request, "group") if request.HasField("group") else ""
+        owner = self._authorizer.stream_owner(context)
         with self._streams_lock:
             if self._closing:
                 return
-            if len(self._streams) >= self._max_streams:
-                raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, "request",
-                                   f"{len(self._streams)} WatchDecisions streams are open, "
-                                   "the most this server allows")
+            self._check_stream_room(owner)
             subscriber = self._s.waiting_pods.subscribe()
-            self._streams.add(subscriber)
+            self._streams[subscriber] = owner
         context.add_callback(lambda: subscriber.put(None))  # the call ended: stop waiting
+        overflowed = False
         try:
             context.send_initial_metadata((SUBSCRIBED_METADATA,))
             while True:
                 decision = subscriber.get()
                 if decision is None:
-                    return
+                    break
                 if not group or decision.group_key == group:
                     yield _decision_pb(decision)
         finally:
-            self._s.waiting_pods.unsubscribe(subscriber)
+            overflowed = self._s.waiting_pods.unsubscribe(subscriber)
             with self._streams_lock:
-                self._streams.discard(subscriber)
+                self._streams.pop(subscriber, None)
+        if overflowed:
+            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, "request",
+                               f"this stream fell {MAX_UNREAD} decisions behind and was closed;"
+                               " read faster, or filter by group")
+
+    def _check_stream_room(self, owner: tuple[str, bool]) -> None:
+        """At most ``max_streams`` streams; a quarter of them kept for callers that may
+        mutate (a read-only dashboard cannot lock the scheduler's driver out), and at most
+        half for any one caller."""
+        identity, mutating = owner
+        open_streams = list(self._streams.values())
+        reserved = self._max_streams // 4
+        read_only = sum(1 for _, may in open_streams if not may)
+        mine = sum(1 for who, _ in open_streams if who == identity)
+        why = ""
+        if len(open_streams) >= self._max_streams:
+            why = (f"{len(open_streams)} WatchDecisions streams are open, the most this server "
+                   "allows")
+        elif not mutating and read_only >= self._max_streams - reserved:
+            why = (f"read-only callers hold {read_only} WatchDecisions streams, the most they "
+                   f"may ({reserved} are kept for callers that may mutate)")
+        elif identity and mine >= max(1, self._max_streams // 2):
+            why = f"{identity} holds {mine} WatchDecisions streams, the most one caller may"
+        if why:
+            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, "request", why)
 
     def close(self) -> None:
         """End every open stream now (at shutdown), so a graceful stop need not wait them out."""

@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 # No real Pod is near this: etcd refuses objects over 1.5 MiB by default. A larger pod_json
 # is refused here, naming the field, well before the transport's own limit.
 MAX_POD_JSON_BYTES = 3 * 1024 * 1024
+# How much of a value a caller sent is repeated in an error: enough to recognise it, never
+# so much that the status itself goes over the transport's metadata limit.
+MAX_ECHO = 100
+
+
+def shown(value: str) -> str:
+    """``value`` as an error repeats it: cut short, saying how long it was."""
+    if len(value) <= MAX_ECHO:
+        return value
+    return f"{value[:MAX_ECHO]}... ({len(value)} characters)"
 
 
 class RequestError(Exception):
@@ -94,6 +104,8 @@ def pod_from_json(raw: bytes, field: str) -> Pod:
                              f"({MAX_POD_JSON_BYTES} bytes at most)")
     try:
         obj = json.loads(raw)
+    except RecursionError:
+        raise invalid(field, "nested too deeply to be a Pod") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise invalid(field, f"not valid JSON: {err}") from None
     obj = _object(obj, field)
@@ -110,6 +122,8 @@ def pod_from_json(raw: bytes, field: str) -> Pod:
         _object(obj.get(part), f"{field}.{part}")
     try:
         pod = parse_pod(obj)
+    except RecursionError:
+        raise invalid(field, "nested too deeply to be a Pod") from None
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise invalid(field, f"malformed Pod: {type(err).__name__}: {err}") from None
     if pod.parse_error:
@@ -139,7 +153,7 @@ class PodArg:
         where = f"{self.field}.pod_json" if sent is not None else f"{self.field}.key"
         pod = scheduler.cache.pod(key)
         if pod is None:
-            raise not_found(where, f"pod {key} is not in the server's watch cache")
+            raise not_found(where, f"pod {shown(key)} is not in the server's watch cache")
         if sent is not None and sent.uid and sent.uid != pod.uid:
             raise not_found(f"{where}.metadata.uid",
                             f"pod {key} with uid {sent.uid} is gone (the watched one has "
@@ -179,7 +193,7 @@ def resolve_node(scheduler: Scheduler, name: str, field: str) -> NodeInfo:
         raise invalid(field, "required")
     info = scheduler.cache.node(name)
     if info is None:
-        raise not_found(field, f'node "{name}" not found')
+        raise not_found(field, f'node "{shown(name)}" not found')
     return info
 
 
@@ -191,7 +205,7 @@ def resolve_nodes(scheduler: Scheduler, names: Any, field: str) -> list[NodeInfo
     nodes = []
     for index, name in enumerate(names):
         if name in seen:
-            raise invalid(f"{field}[{index}]", f'node "{name}" is named twice')
+            raise invalid(f"{field}[{index}]", f'node "{shown(name)}" is named twice')
         seen.add(name)
         nodes.append(resolve_node(scheduler, name, f"{field}[{index}]"))
     return nodes
