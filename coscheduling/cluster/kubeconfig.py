@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import logging
 import os
 import socket
 import ssl
@@ -54,6 +55,8 @@ UNSUPPORTED_FIELDS = {
 KEEPALIVE = [*HTTPConnection.default_socket_options, (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
 
 Headers = Mapping[str, str]
+
+log = logging.getLogger(__name__)
 
 
 class CredentialsError(Exception):
@@ -204,12 +207,28 @@ def _endpoint(cluster: Mapping[str, Any], cluster_dir: Path, cluster_field: str,
         context = _tls(cafile=ca_file, cadata=ca_data, insecure=insecure,
                        where=f"{cluster_field}.certificate-authority")
         _client_certificate(context, user, user_dir, user_field)
+    _warn_if_exposed(user, user_field, scheme == "http",
+                     scheme == "https" and cluster.get("insecure-skip-tls-verify") is True,
+                     cluster_field)
     proxy, proxy_headers = _proxy_for(server, str(cluster.get("proxy-url") or ""),
                                       f"{cluster_field}.proxy-url")
     return Endpoint(host=server.rstrip("/"), ssl_context=context,
                     server_hostname=str(cluster.get("tls-server-name") or "") or None,
                     proxy=proxy, proxy_headers=proxy_headers,
                     credentials=_user_credentials(user, user_dir, user_field))
+
+
+def _warn_if_exposed(user: Mapping[str, Any], user_field: str, plain: bool, unverified: bool,
+                     cluster_field: str) -> None:
+    """A token or password sent over plain http, or to a server whose certificate is not
+    checked, may be read by whoever is in between: allowed (kubectl allows it), said loudly."""
+    secret = next((key for key in ("token", "tokenFile", "password") if user.get(key)), "")
+    if not secret or not (plain or unverified):
+        return
+    how = (f"{cluster_field}.server is plain http" if plain else
+           f"{cluster_field}.insecure-skip-tls-verify is true")
+    log.warning("%s.%s is sent to the API server although %s: anyone between can read it",
+                user_field, secret, how)
 
 
 def _user_credentials(user: Mapping[str, Any], base: Path,

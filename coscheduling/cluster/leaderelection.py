@@ -72,6 +72,15 @@ class LeaderElector:
         last_renew = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
+            if self.leading.is_set() and now - last_renew >= self.settings.renew_deadline:
+                # Checked before trying to renew: a leader paused (or starved) past its renew
+                # deadline has lost its term even if the Lease is free to take again, since
+                # another replica may have led meanwhile. It must not carry on with work it
+                # decided in that term (as client-go's renew deadline ends the term too).
+                log.error("lost leadership: no renewal for %.1fs", now - last_renew)
+                self.leading.clear()
+                self.on_stopped_leading()
+                return
             try:
                 acquired = self._try_acquire_or_renew()
             except ApiError as err:
@@ -83,10 +92,6 @@ class LeaderElector:
                     log.info("became leader (%s)", self.identity)
                     self.leading.set()
                     self.on_started_leading()
-            elif self.leading.is_set() and now - last_renew >= self.settings.renew_deadline:
-                log.error("lost leadership: no renewal for %.1fs", now - last_renew)
-                self.leading.clear()
-                self.on_stopped_leading()
             self._stop.wait(self.settings.retry_period)
 
     def holder(self) -> str:

@@ -3,6 +3,8 @@ by client certificate, and reservations that expire when their caller goes quiet
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,13 +13,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from coscheduling.api.pods import parse_pod
 from coscheduling.cli import main
+from coscheduling.framework import waiting
 from coscheduling.localcluster.certs import _self_or_ca_signed
 from coscheduling.server import GrpcSettings, build_server
-from coscheduling.server.auth import MUTATING_RPCS, READ_ONLY_RPCS, is_loopback
+from coscheduling.server.auth import MUTATING_RPCS, READ_ONLY_RPCS, Authorizer, is_loopback
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc
 from coscheduling.server.servicer import SchedulingServicer
+from coscheduling.server.wire import RequestError
 from tests.simulation import SimCluster
 
 CA_EXT = ["basicConstraints = critical,CA:TRUE", "keyUsage = critical,keyCertSign,cRLSign"]
@@ -231,3 +236,83 @@ def test_a_member_waiting_at_permit_is_left_to_its_gang_timeout(sim: SimCluster)
     clock.now += 1
     assert servicer.expire_reservations() == ["ns/a"]
     assert not sim.scheduler.cache.is_assumed("ns/a")
+
+
+# -- decision streams are bounded ------------------------------------------------------------
+class StreamContext:
+    """What WatchDecisions reads of a call: the caller's certificate names."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+        self.callbacks: list[Any] = []
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {"x509_common_name": [self.identity.encode()]}
+
+    def add_callback(self, callback: Any) -> None:
+        self.callbacks.append(callback)
+
+    def send_initial_metadata(self, metadata: Any) -> None:
+        return None
+
+
+def _open(servicer: SchedulingServicer, identity: str) -> str:
+    """Open a stream as ``identity`` (in a thread: an open stream blocks for decisions):
+    "open" once it is registered, or why it was refused."""
+    stream = servicer.WatchDecisions(pb.WatchDecisionsRequest(), StreamContext(identity))
+    before = len(servicer._streams)
+    errors: list[RequestError] = []
+
+    def run() -> None:
+        try:
+            list(stream)
+        except RequestError as err:
+            errors.append(err)
+
+    threading.Thread(target=run, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not errors and len(servicer._streams) == before and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return str(errors[0]) if errors else "open"
+
+
+@pytest.mark.parametrize(("opened", "caller", "expected"), [
+    # 16 streams in all; 4 kept for callers that may mutate; at most 8 for one caller.
+    ([("dash-1", 6), ("dash-2", 6)], "dash-3", "read-only callers hold 12"),
+    ([("dash-1", 6), ("dash-2", 6)], "driver", "open"),
+    ([("driver", 8)], "driver", "driver holds 8 WatchDecisions streams"),
+    ([("dash-1", 8), ("driver", 8)], "driver", "16 WatchDecisions streams are open"),
+    ([("dash-1", 7)], "dash-1", "open"),
+])
+def test_decision_streams_are_shared_fairly(sim: SimCluster, opened: list[tuple[str, int]],
+                                            caller: str, expected: str) -> None:
+    authorizer = Authorizer.of(["dash-1", "dash-2", "dash-3"], ["driver"], enforced=True)
+    servicer = SchedulingServicer(sim.scheduler, 16, authorizer=authorizer)
+    try:
+        for identity, count in opened:
+            for _ in range(count):
+                assert _open(servicer, identity) == "open"
+        assert expected in _open(servicer, caller)
+    finally:
+        servicer.close()
+
+
+def test_a_reader_that_falls_behind_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(waiting, "MAX_UNREAD", 3)
+    pods = waiting.WaitingPods(lambda w: None)
+    try:
+        slow, fast = pods.subscribe(), pods.subscribe()
+        for index in range(5):
+            pod = parse_pod({"metadata": {"namespace": "ns", "name": f"p{index}", "uid": "u"}})
+            pods.add(pod, "n1", 60.0, {"Coscheduling"})
+            pods.allow(pod.key, "Coscheduling")
+            while not fast.empty():
+                fast.get()
+        received = []
+        while (decision := slow.get()) is not None:
+            received.append(decision.pod_key)
+        assert received == ["ns/p0", "ns/p1", "ns/p2"]  # then None: cut off, not grown
+        assert pods.unsubscribe(slow) is True
+        assert pods.unsubscribe(fast) is False
+    finally:
+        pods.stop()

@@ -400,3 +400,24 @@ def test_requests_go_through_the_proxy_url(tmp_path: Path) -> None:
     finally:
         proxy.shutdown()
         proxy.server_close()
+
+
+@pytest.mark.parametrize(("cluster", "user", "warned"), [
+    ({"server": "http://127.0.0.1:8080"}, {"token": "t0ps3cret"}, "server is plain http"),
+    ({"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": True},
+     {"username": "u", "password": "t0ps3cret"}, "insecure-skip-tls-verify is true"),
+    ({"server": "http://127.0.0.1:8080"}, {}, ""),  # nothing secret to send
+    ({"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": False},
+     {"token": "t0ps3cret"}, ""),  # verified TLS
+])
+def test_a_secret_sent_where_anyone_may_read_it_is_warned_of(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, cluster: dict[str, Any],
+        user: dict[str, Any], warned: str) -> None:
+    with caplog.at_level("WARNING", logger="coscheduling.cluster.kubeconfig"):
+        load_endpoint(_write(tmp_path, _config(cluster, user)))
+    messages = [r.getMessage() for r in caplog.records]
+    if warned:
+        assert len(messages) == 1 and warned in messages[0], messages
+        assert "t0ps3cret" not in messages[0]  # the secret itself is never logged
+    else:
+        assert messages == []
