@@ -162,11 +162,13 @@ class Demo:
             _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
                      f"crd/{KUBE_BATCH_CRD}")
             _say("== starting the scheduler: deploy/start.sh --background "
-                 "--config examples/binpack-config.yaml (metrics and gRPC on free ports)")
-            config, grpc_port = self._config_on_free_ports()
+                 "--config examples/binpack-config.yaml (metrics on a free port, gRPC on a "
+                 "Unix socket only this user can open)")
+            config = self._config_on_a_free_port()
             subprocess.run([str(REPO / "deploy" / "start.sh"), "--kubeconfig", str(kubeconfig),
-                            "--config", str(config), "--background", "--",
-                            f"--address=127.0.0.1:{grpc_port}"], check=True, env=self.env)
+                            "--config", str(config), "--background",
+                            "--grpc-socket", str(self.workdir / "grpc.sock")],
+                           check=True, env=self.env)
             _required.append(self._scheduler_running)
             self._examples(kube, kubeconfig)
         finally:
@@ -181,15 +183,15 @@ class Demo:
              + (f"; FAILED: {', '.join(failed)}" if failed else ""))
         return 1 if failed else 0
 
-    def _config_on_free_ports(self) -> tuple[Path, int]:
-        """examples/binpack-config.yaml with its metrics on a free port, and a free gRPC
-        port: the defaults may be taken on a shared machine."""
-        metrics_port, grpc_port = free_ports(2)
+    def _config_on_a_free_port(self) -> Path:
+        """examples/binpack-config.yaml with its metrics on a free port: the default may be
+        taken on a shared machine."""
+        (metrics_port,) = free_ports(1)
         doc = yaml.safe_load((EXAMPLES / "binpack-config.yaml").read_text())
         doc["metricsBindAddress"] = f"127.0.0.1:{metrics_port}"
         config = self.workdir / "binpack-config.yaml"
         config.write_text(yaml.safe_dump(doc, sort_keys=False))
-        return config, grpc_port
+        return config
 
     def _scheduler_running(self) -> None:
         state = Path(self.env["COSCHEDULING_STATE_DIR"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from coscheduling.api.volumes import (
     parse_storage_class,
     parse_volume,
 )
-from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient, q
 from coscheduling.cluster.discovery import GroupDiscovery
 from coscheduling.cluster.fencing import BindingClient, wait_admitted
 from coscheduling.cluster.groupstatus import GroupStatusWriter
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
+LEADER_LABEL = f"{GROUP_API}/leader"
+"""On the leader's pod, when replicas run in a cluster: the gRPC Service selects it."""
 QUEUES_PATH = f"/apis/{GROUP_API}/{GROUP_VERSION}/{QUEUES}"
 # A watch that sends nothing (not even a bookmark) for this long is assumed dead and
 # re-established from its last resourceVersion: a frozen connection costs at most this.
@@ -184,6 +187,21 @@ class SchedulerService:
                                             holds_lease=fence)
                               if fence else KubeClient(report_settings, self.client.endpoint))
         self.reporter = Reporter(self.report_client, self.config.scheduler_name)
+        # In a cluster, the leader labels its own pod: not fenced (a standby clears its own).
+        pod, pod_namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+        self._own_pod = (f"/api/v1/namespaces/{q(pod_namespace)}/pods/{q(pod)}"
+                         if identity and pod and pod_namespace else "")
+        self._pod_client = KubeClient(settings, self.client.endpoint) if self._own_pod else None
+
+    def _label_own_pod(self, leading: bool) -> None:
+        """Mark (or unmark) this replica's pod as the leader's: the gRPC Service selects it."""
+        if self._pod_client is None:
+            return
+        try:
+            self._pod_client.patch(self._own_pod, {"metadata": {"labels": {
+                LEADER_LABEL: "true" if leading else None}}})
+        except ApiError as err:
+            log.warning("could not label this replica's pod %s: %s", self._own_pod, err)
 
     def _holds_lease(self) -> bool:
         return self.elector is not None and self.elector.holds_lease()
@@ -250,6 +268,7 @@ class SchedulerService:
         if schedule:
             self.scheduler.start_loops()
         if self.elector is not None:  # `serve` replicas elect a leader too: only it acts
+            self._label_own_pod(False)  # a restarted leader is a follower until elected
             self.elector.start()
         return True
 
@@ -303,6 +322,7 @@ class SchedulerService:
         # parked pod again.
         self.scheduler.activator.capacity_freed()
         self.scheduler.active.set()
+        self._label_own_pod(True)
         self._ensure_default_queue()
         if self.status_writer is not None:  # a follower wrote none: catch up
             for key in list(self.scheduler.listers.groups):
@@ -315,6 +335,7 @@ class SchedulerService:
         """Stop scheduling and binding at once; the process is expected to exit."""
         self.scheduler.active.clear()
         self.scheduler.reject_all_waiting("this scheduler replica lost its leader lease")
+        self._label_own_pod(False)
         self.lost_leadership.set()
 
     @property

@@ -9,7 +9,8 @@ STATE_DIR="${COSCHEDULING_STATE_DIR:-$REPO/.coscheduling}"
 usage() {
   cat <<USAGE
 Usage:
-  deploy/start.sh [--kubeconfig FILE] [--config FILE] [--log FILE] [--background] [-- EXTRA...]
+  deploy/start.sh [--kubeconfig FILE] [--config FILE] [--log FILE] [--grpc-socket PATH]
+                  [--background] [-- EXTRA...]
   deploy/start.sh stop
   deploy/start.sh --help
 
@@ -19,6 +20,10 @@ default) against the cluster of the kubeconfig given with --kubeconfig, else \$K
   --kubeconfig FILE  credentials of the cluster (default: \$KUBECONFIG)
   --config FILE      scheduler configuration (default: deploy/config.yaml)
   --log FILE         log file; the log also goes to the terminal (default: $STATE_DIR/scheduler.log)
+  --grpc-socket PATH serve the gRPC extension points on this Unix socket, which only the
+                     user running the scheduler can open (mode 0600). Without it gRPC is off:
+                     a loopback port would let any local user call PreFilter and Reserve with
+                     the credentials of this kubeconfig. (-- --address HOST:PORT still works.)
   --background       detach; the pid goes to $STATE_DIR/scheduler.pid
   stop               stop a scheduler started with --background
   EXTRA              passed to 'coscheduling run' (e.g. -v 1 --log-format json)
@@ -58,6 +63,7 @@ KUBECONFIG_FILE="${KUBECONFIG:-}"
 CONFIG="$HERE/config.yaml"
 LOG=""
 BACKGROUND=0
+GRPC_SOCKET=""
 EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -69,6 +75,8 @@ while [ $# -gt 0 ]; do
     --config=*) CONFIG="${1#*=}"; shift ;;
     --log) [ $# -ge 2 ] || die "--log needs a file"; LOG="$2"; shift 2 ;;
     --log=*) LOG="${1#*=}"; shift ;;
+    --grpc-socket) [ $# -ge 2 ] || die "--grpc-socket needs a path"; GRPC_SOCKET="$2"; shift 2 ;;
+    --grpc-socket=*) GRPC_SOCKET="${1#*=}"; shift ;;
     --background|-d) BACKGROUND=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     *) usage >&2; die "unknown argument: $1" ;;
@@ -99,7 +107,21 @@ kubectl --kubeconfig "$KUBECONFIG_FILE" wait --for=condition=Established --timeo
 
 PY="$(python_bin)"
 "$PY" -m coscheduling config validate "$CONFIG" >&2 || exit 2
-CMD=("$PY" -m coscheduling run --kubeconfig "$KUBECONFIG_FILE" --config "$CONFIG" ${EXTRA[@]+"${EXTRA[@]}"})
+GRPC=(--no-grpc)
+GRPC_SAID="gRPC is off (--grpc-socket PATH serves it on a socket only you can open)"
+if [ -n "$GRPC_SOCKET" ]; then
+  GRPC=(--address "unix:$GRPC_SOCKET")
+  GRPC_SAID="gRPC on the Unix socket $GRPC_SOCKET (mode 0600: only $(id -un) can call it)"
+else
+  for arg in ${EXTRA[@]+"${EXTRA[@]}"}; do
+    case "$arg" in
+      --address|--address=*) GRPC=(); GRPC_SAID="gRPC where -- --address says" ;;
+    esac
+  done
+fi
+echo "start.sh: $GRPC_SAID" >&2
+CMD=("$PY" -m coscheduling run --kubeconfig "$KUBECONFIG_FILE" --config "$CONFIG"
+     ${GRPC[@]+"${GRPC[@]}"} ${EXTRA[@]+"${EXTRA[@]}"})
 
 if [ "$BACKGROUND" = 1 ]; then
   [ -f "$STATE_DIR/scheduler.pid" ] && kill -0 "$(cat "$STATE_DIR/scheduler.pid")" 2>/dev/null \

@@ -186,14 +186,21 @@ class KubeClient:
     def bind(self, namespace: str, name: str, uid: str, node_name: str) -> None:
         """POST a Binding. The answer is read as raw JSON: the generated client raises
         'Invalid value for target' on the Status the server returns for a success."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
-        }
-        self.request("POST", f"/api/v1/namespaces/{q(namespace)}/pods/{q(name)}/binding",
-                     body=body)
+        self.request("POST", binding_path(namespace, name),
+                     body=binding_body(namespace, name, uid, node_name))
+
+
+def binding_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{q(namespace)}/pods/{q(name)}/binding"
+
+
+def binding_body(namespace: str, name: str, uid: str, node_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+    }
 
 
 def _query_value(value: Any) -> str:

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from coscheduling.cluster.client import ApiError, KubeClient, q
+from coscheduling.cluster.client import ApiError, KubeClient, binding_body, binding_path, q
 from coscheduling.faults import Fault
 
 log = logging.getLogger(__name__)
@@ -51,18 +51,27 @@ class BindingClient(KubeClient):
         self.group_of = group_of or (lambda namespace, name: "")
 
     def bind(self, namespace: str, name: str, uid: str, node_name: str) -> None:
-        if self.fault is not None:
+        path = binding_path(namespace, name)
+        self._check_lease("POST", path)  # the last check before the request goes out:
+        if self.fault is not None:  # a replica paused here is what the API server fences
             self.fault.before_bind()
-        super().bind(namespace, name, uid, node_name)
+        self._send("POST", path, body=binding_body(namespace, name, uid, node_name))
         if self.fault is not None:
             self.fault.after_bind(self.group_of(namespace, name))
 
     def request(self, method: str, path: str, *, body: Any = None,
                 **kwargs: Any) -> dict[str, Any]:
+        self._check_lease(method, path)
+        return self._send(method, path, body=body, **kwargs)
+
+    def _check_lease(self, method: str, path: str) -> None:
         if self.holds_lease is not None and method in WRITES and \
                 "/leases" not in path and not self.holds_lease():
             raise ApiError(403, f"not sent: {method} {path}: this replica does not hold the "
                               "leader lease")
+
+    def _send(self, method: str, path: str, *, body: Any = None,
+              **kwargs: Any) -> dict[str, Any]:
         if self.leader and method == "POST" and path.endswith("/binding") \
                 and isinstance(body, dict):
             meta = dict(body.get("metadata") or {})

@@ -25,6 +25,15 @@ ANY_CLIENT = "*"  # any certificate the client CA signed
 _IDENTITY_KEYS = ("x509_subject_alternative_name", "x509_common_name")
 
 
+UNIX_PREFIX = "unix:"
+
+
+def is_local(address: str) -> bool:
+    """Whether only this machine can connect: a loopback address, or a Unix socket (which
+    the server makes readable by its own user only)."""
+    return address.startswith(UNIX_PREFIX) or is_loopback(address)
+
+
 def is_loopback(address: str) -> bool:
     """True when ``host:port`` listens on this machine only (127.0.0.0/8, ::1, localhost)."""
     host = address.rpartition(":")[0].strip("[]")

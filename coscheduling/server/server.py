@@ -11,6 +11,7 @@ have synced (an answer from a half-listed cache would be wrong).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,7 +25,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coscheduling.server.auth import MUTATING_RPCS, Authorizer, is_loopback
+from coscheduling.server.auth import MUTATING_RPCS, UNIX_PREFIX, Authorizer, is_local
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.servicer import SERVICE_NAME, SchedulingServicer
 from coscheduling.server.wire import RequestError, invalid, shown
@@ -83,7 +84,7 @@ class GrpcSettings:
         if self.client_ca and not self.tls_cert:
             raise ValueError("mutual TLS (--client-ca) needs the server's own certificate "
                              "(--tls-cert, --tls-key)")
-        if not is_loopback(self.address) and not self.mutual_tls and not self.insecure_remote:
+        if not is_local(self.address) and not self.mutual_tls and not self.insecure_remote:
             raise ValueError(
                 f"--address {self.address} is reachable from other machines: serving gRPC "
                 "there needs mutual TLS (--tls-cert, --tls-key, --client-ca), or "
@@ -266,7 +267,7 @@ class PluginServer(grpc.Server):  # type: ignore[misc]  # grpc ships no type hin
         log.info("gRPC plugin server listening on %s (%s)", self.address,
                  "mutual TLS" if self._settings.client_ca else
                  "TLS" if self._settings.tls_cert else "plaintext")
-        if not is_loopback(self.address) and not self._settings.mutual_tls:
+        if not is_local(self.address) and not self._settings.mutual_tls:
             log.warning("gRPC on %s WITHOUT mutual TLS (%s): anyone who reaches this port "
                         "can hold and release any gang's room", self.address, INSECURE_FLAG)
 
@@ -395,6 +396,9 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
         executor.shutdown(wait=False)
         raise RuntimeError(f"cannot listen on {settings.address} (is another server using "
                            "the port?)")
+    if settings.address.startswith(UNIX_PREFIX):  # only the user running the scheduler
+        os.chmod(settings.address[len(UNIX_PREFIX):], 0o600)
+        return plugin_server
     plugin_server.port = port
     host = settings.address.rsplit(":", 1)[0]
     plugin_server.address = f"{host}:{port}"

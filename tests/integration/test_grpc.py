@@ -403,7 +403,7 @@ def test_bad_requests_get_the_right_code_naming_the_field(kube: KubeClient, make
             "metadata": good_meta, "spec": {"containers": [
                 {"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}))),
          grpc.StatusCode.INVALID_ARGUMENT,
-         "pod.pod_json.spec.containers[].resources: cpu: 'lots' is not a quantity"),
+         "pod.pod_json.spec.containers[0].resources.requests.cpu: 'lots' is not a quantity"),
         ("another kind", lambda: s.stub.Filter(pb.FilterRequest(
             pod=json_pod({"kind": "Node", "metadata": good_meta}))),
          grpc.StatusCode.INVALID_ARGUMENT, "pod.pod_json.kind: must be Pod"),

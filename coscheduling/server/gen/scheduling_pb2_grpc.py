@@ -102,8 +102,8 @@ class SchedulingServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PreFilter(self, request, context):
-        """PreFilter. For a gang member this may claim room for the whole gang, exactly as in
-        the scheduling loop.
+        """PreFilter, on the watched pod only. For a gang member this may claim room for the
+        whole gang, freeze it, or preempt for it, exactly as in the scheduling loop.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
