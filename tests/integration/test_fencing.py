@@ -45,18 +45,7 @@ def fencing(local_cluster: LocalCluster, kube: KubeClient, namespace: str,
     """The shipped policy, bound for this test's namespace to this test's Lease (the shipped
     binding names the production Lease); yields the Lease name."""
     lease = f"fence-{uuid.uuid4().hex[:6]}"
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump(_policy_document()))
-    kubectl(local_cluster, "apply", "-f", str(policy))
-    binding = f"{POLICY}-{namespace}"
-    kube.create(f"{VAP_API}/validatingadmissionpolicybindings", {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": binding},
-        "spec": {"policyName": POLICY, "validationActions": ["Deny"],
-                 "paramRef": {"namespace": namespace, "name": lease,
-                              "parameterNotFoundAction": "Deny"},
-                 "matchResources": {"namespaceSelector": {"matchLabels": {
-                     "kubernetes.io/metadata.name": namespace}}}}})
+    binding = apply_policy(local_cluster, kube, _policy_document(), namespace, lease, tmp_path)
     try:
         create_pod(kube, namespace, pod_body("probe", scheduler="nobody"))
         wait_until(lambda: _refused(kube, namespace, "probe", "somebody"), timeout=60,
@@ -64,6 +53,25 @@ def fencing(local_cluster: LocalCluster, kube: KubeClient, namespace: str,
         yield lease
     finally:
         kube.delete(f"{VAP_API}/validatingadmissionpolicybindings/{binding}")
+
+
+def apply_policy(local_cluster: LocalCluster, kube: KubeClient, policy: dict[str, Any],
+                 namespace: str, lease: str, tmp_path: Path) -> str:
+    """Apply a fencing ``policy`` and bind it, for ``namespace`` only, to the Lease
+    ``lease`` there (the shipped binding names the production Lease); the binding's name."""
+    document = tmp_path / f"{policy['metadata']['name']}.yaml"
+    document.write_text(yaml.safe_dump(policy))
+    kubectl(local_cluster, "apply", "-f", str(document))
+    binding = f"{policy['metadata']['name']}-{namespace}"
+    kube.create(f"{VAP_API}/validatingadmissionpolicybindings", {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": binding},
+        "spec": {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"],
+                 "paramRef": {"namespace": namespace, "name": lease,
+                              "parameterNotFoundAction": "Deny"},
+                 "matchResources": {"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": namespace}}}}})
+    return binding
 
 
 def _refused(kube: KubeClient, namespace: str, pod: str, sender: str) -> bool:

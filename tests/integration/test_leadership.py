@@ -25,7 +25,7 @@ from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.localcluster import LocalCluster
 from coscheduling.server import GrpcSettings, build_server
 from coscheduling.server.gen import scheduling_pb2 as pb
-from tests.integration.fixtures import REPO, kubectl
+from tests.integration.fixtures import REPO
 from tests.integration.kube import (
     PG_API,
     create_pod,
@@ -35,10 +35,10 @@ from tests.integration.kube import (
     pod_body,
     wait_until,
 )
+from tests.integration.test_fencing import VAP_API, apply_policy
 from tests.integration.test_grpc import stub_for
 from tests.integration.test_grpc_server import _certs
 
-VAP_API = "/apis/admissionregistration.k8s.io/v1"
 WRITES_POLICY = "coscheduling-leader-fencing-writes"
 
 
@@ -298,19 +298,8 @@ def test_the_deposed_leaders_evictions_and_status_writes_are_refused(
     kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
     _allow_writes(kube, namespace, account)
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump(_writes_policy(
-        f"system:serviceaccount:{namespace}:{account}")))
-    kubectl(local_cluster, "apply", "-f", str(policy))
-    binding = f"{WRITES_POLICY}-{namespace}"
-    kube.create(f"{VAP_API}/validatingadmissionpolicybindings", {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": binding},
-        "spec": {"policyName": WRITES_POLICY, "validationActions": ["Deny"],
-                 "paramRef": {"namespace": namespace, "name": lease,
-                              "parameterNotFoundAction": "Deny"},
-                 "matchResources": {"namespaceSelector": {"matchLabels": {
-                     "kubernetes.io/metadata.name": namespace}}}}})
+    binding = apply_policy(local_cluster, kube, _writes_policy(
+        f"system:serviceaccount:{namespace}:{account}"), namespace, lease, tmp_path)
     try:
         _check_fencing(local_cluster, kube, namespace, account, lease)
     finally:
