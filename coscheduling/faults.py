@@ -37,6 +37,9 @@ class Fault:
     _binds: int = 0
     _gang_binds: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set by SIGCONT: a stop injected here holds its thread until the process is continued.
+    _continued: threading.Event = field(default_factory=threading.Event)
+    _watching: bool = False
 
     @classmethod
     def parse(cls, value: str) -> Fault:
@@ -55,7 +58,19 @@ class Fault:
         if fire:
             print(f"coscheduling: fault {self.point}:{self.count}: stopping", file=sys.stderr,
                   flush=True)
+            # kill() does not stop the calling thread at once: the kernel may pick another
+            # thread to take the stop, and this one would send its bind request meanwhile
+            # (seen: a Binding written while the process stopped). Wait for the SIGCONT.
+            self._continued.clear()
             os.kill(os.getpid(), signal.SIGSTOP)
+            if self._watching:
+                self._continued.wait()
+
+    def watch_continue(self) -> None:
+        """Install the SIGCONT handler a stop waits for (call from the main thread)."""
+        if self.point == "stop-before-bind":
+            signal.signal(signal.SIGCONT, lambda signum, frame: self._continued.set())
+            self._watching = True
 
     def after_bind(self, group_key: str) -> None:
         if self.point != "after-bind" or not group_key:
@@ -76,4 +91,6 @@ def from_environment() -> Fault | None:
         return None
     fault = Fault.parse(value)
     log.warning("fault injection on: %s=%s", ENV, value)
+    if threading.current_thread() is threading.main_thread():
+        fault.watch_continue()
     return fault
