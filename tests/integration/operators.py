@@ -11,6 +11,7 @@ import pytest
 
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
+from coscheduling.localcluster.kuberay import RayOperator
 from coscheduling.localcluster.operators import TrainingOperator
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -39,6 +40,26 @@ def start_training_operator(local_cluster: LocalCluster, compat_crds: None,
         operator.stop()
         assert operator.process is None or operator.process.poll() is not None, \
             f"training-operator pid {operator.pid} still running after stop()"
+
+
+@pytest.fixture
+def start_ray_operator(local_cluster: LocalCluster, compat_crds: None,
+                       tmp_path: Path) -> Iterator[Callable[[], RayOperator]]:
+    """`start_ray_operator()`: a running KubeRay ray-operator (scheduler-plugins path; the
+    x-k8s PodGroup CRD from crd/compat/ is applied first), stopped after."""
+    started: list[RayOperator] = []
+
+    def start() -> RayOperator:
+        operator = RayOperator(local_cluster, tmp_path / f"ray-{len(started)}",
+                               log=lambda _: None)
+        started.append(operator)
+        return operator.start()
+
+    yield start
+    for operator in started:
+        operator.stop()
+        assert operator.process is None or operator.process.poll() is not None, \
+            f"ray-operator pid {operator.pid} still running after stop()"
 
 
 def pytorchjob(name: str, *, workers: int, cpu: str) -> dict[str, Any]:
