@@ -35,6 +35,15 @@ def _member(sim: SimCluster, name: str, sub: str, cpu: str = "1", group: str = "
     sim.add_pod(name, cpu=cpu, group=group, labels={SUBGROUP_LABEL: sub}, priority=priority)
 
 
+def _ps_and_three_workers(sim: SimCluster) -> None:
+    """One parameter server and 3 of the 4 workers the roles need: nothing binds."""
+    _member(sim, "ps-0", "ps")
+    for i in range(3):
+        _member(sim, f"worker-{i}", "worker")
+    sim.run()
+    assert sim.bound == {}
+
+
 def _bound(sim: SimCluster, prefix: str) -> list[str]:
     return sorted(k.split("/")[1] for k in sim.bound if k.split("/")[1].startswith(prefix))
 
@@ -112,11 +121,7 @@ def test_roles_ps_1_worker_4_bind_together_once_the_fourth_worker_exists(
         sim: SimCluster) -> None:
     sim.add_node("n0", cpu="5")
     sim.add_group("g", 5, subGroups=ROLES)
-    _member(sim, "ps-0", "ps")
-    for i in range(3):
-        _member(sim, f"worker-{i}", "worker")
-    sim.run()
-    assert sim.bound == {}
+    _ps_and_three_workers(sim)
     plugin = sim.scheduler.framework.instances["Coscheduling"]
     assert isinstance(plugin, Coscheduling)
     status = plugin.status_of("ns/g")
@@ -212,11 +217,7 @@ def test_a_raised_minimum_evicts_nothing_running(sim: SimCluster) -> None:
 def test_a_lowered_role_minimum_is_re_evaluated(sim: SimCluster) -> None:
     sim.add_node("n0", cpu="4")
     sim.add_group("g", 5, subGroups=ROLES)
-    _member(sim, "ps-0", "ps")
-    for i in range(3):
-        _member(sim, f"worker-{i}", "worker")
-    sim.run()
-    assert sim.bound == {}
+    _ps_and_three_workers(sim)
     sim.add_group("g", 4, subGroups=[ROLES[0], {"name": "worker", "minMember": 3}])
     sim.run()
     assert len(sim.bound) == 4
