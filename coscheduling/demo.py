@@ -29,7 +29,7 @@ from coscheduling.localcluster.launcher import free_ports
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004", "demo-topology",
-              "demo-kube-batch")
+              "demo-kube-batch", "demo-roles")
 KUBE_BATCH_CRD = "podgroups.scheduling.incubator.k8s.io"
 RACK = "example.com/rack"
 
@@ -215,10 +215,12 @@ class Demo:
         for name, cpu, rack in (("rack1-a", "4", "r1"), ("rack1-b", "4", "r1"),
                                 ("rack2-a", "8", "r2"), ("rack2-b", "8", "r2")):
             _node(kube, name, cpu, {"demo": "topology", RACK: rack})
+        _node(kube, "roles-a", "5", {"demo": "roles"})
         _say("   seed000-a 3 cpu, seed000-b 2 cpu (kube-batch-a/b the same) | "
              "seed001-a 8 cpu (0.9 used) | "
              "seed004-a/b 8 cpu + 4 nvidia.com/gpu each\n"
-             f"   topology: {RACK}=r1 two 4-cpu nodes, {RACK}=r2 two 8-cpu nodes")
+             f"   topology: {RACK}=r1 two 4-cpu nodes, {RACK}=r2 two 8-cpu nodes | "
+             "roles-a 5 cpu")
 
     def _examples(self, kube: KubeClient, kubeconfig: Path) -> None:
         _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "namespaces.yaml"))
@@ -271,6 +273,7 @@ class Demo:
         _print_state(kube, "demo-seed004")
         self._kube_batch(kube)
         self._topology(kube, kubeconfig)
+        self._roles(kube, kubeconfig)
 
     def _kube_batch(self, kube: KubeClient) -> None:
         namespace = "demo-kube-batch"
@@ -314,6 +317,29 @@ class Demo:
                    not _bound(kube, "demo-topology", "eval") and "topology Required" in note,
                    f"{len(_bound(kube, 'demo-topology', 'eval'))}/5 bound; {note or 'no verdict'}")
         _print_state(kube, "demo-topology")
+
+    def _roles(self, kube: KubeClient, kubeconfig: Path) -> None:
+        namespace, group = "demo-roles", "tf-ps-worker"
+        _say("== per-role minimums (spec.subGroups): ps 1 and worker 4, room for 5 pods, "
+             "only 3 workers created")
+        _say("== kubectl apply -f examples/roles-ps-worker.yaml")
+        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "roles-ps-worker.yaml"))
+        with contextlib.suppress(TimeoutError):  # the check below names what is missing
+            _wait(lambda: "worker 3/4" in _group_note(kube, namespace, group)
+                  and len(_pods(kube, namespace)) == 4
+                  and all("worker 3/4" in _why(p) for p in _pods(kube, namespace)),
+                  60, "the verdict naming the short role, on the gang and every member")
+        note = _group_note(kube, namespace, group)
+        self.check("ps/worker gang waits for its 4th worker, naming the role",
+                   not _bound(kube, namespace, group) and "worker 3/4" in note,
+                   f"{len(_bound(kube, namespace, group))}/4 bound; {note or 'no verdict'}")
+        _print_state(kube, namespace)
+        _say("== kubectl apply -f examples/roles-ps-worker-4th.yaml")
+        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "roles-ps-worker-4th.yaml"))
+        self._expect("ps/worker gang runs whole once every role has its minimum",
+                     lambda: len(_bound(kube, namespace, group)) == 5, "5/5 bound")
+        _settled(kube, namespace, group, 5)
+        _print_state(kube, namespace)
 
     def _expect(self, name: str, condition: Callable[[], bool], detail: str) -> None:
         try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coscheduling import GROUP_LABEL
-from coscheduling.api.podgroups import gang_key
+from coscheduling.api.podgroups import SUBGROUP_LABEL, gang_key
 
 NATIVE = "native"  # spec.schedulingGroup.podGroupName: a scheduling.k8s.io PodGroup
 SCHEDULER_PLUGINS = "x-k8s"  # label scheduling.x-k8s.io/pod-group
@@ -24,6 +24,7 @@ X_K8S_LABEL = "scheduling.x-k8s.io/pod-group"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 LABEL_ONLY_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 LABEL_ONLY_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"  # a Volcano member's task (its role)
 
 PRECEDENCE = (NATIVE, SCHEDULER_PLUGINS, GROUP_NAME, OURS, LABEL_ONLY)
 
@@ -41,6 +42,9 @@ class Membership:
     min_available: int = 0  # label-only groups: what this pod's min-available label says
     ignored: tuple[str, ...] = ()  # markers of lower precedence the pod also carries
     error: str = ""  # a malformed marker: the pod is refused with this message
+    # The member's role, naming its subgroup: our label batch.scheduler.tencent.com/
+    # subgroup, or Volcano's annotation volcano.sh/task-spec ("" when it names none).
+    role: str = ""
 
 
 NO_GROUP = Membership()
@@ -94,4 +98,15 @@ def membership(namespace: str, labels: dict[str, str], annotations: dict[str, An
     if error:
         return Membership(marker=marker, ignored=ignored, error=error)
     return Membership(key=gang_key(namespace, name, tag), tag=tag, name=name, marker=marker,
-                      min_available=minimum if tag == LABEL_ONLY else 0, ignored=ignored)
+                      min_available=minimum if tag == LABEL_ONLY else 0, ignored=ignored,
+                      role=_role(tag, labels, annotations))
+
+
+def _role(tag: str, labels: dict[str, str], annotations: dict[str, Any]) -> str:
+    """The role a member's producer gave it, read where that producer writes it."""
+    if tag == OURS:
+        return labels.get(SUBGROUP_LABEL, "")
+    if tag == GROUP_NAME:
+        task = annotations.get(TASK_SPEC_ANNOTATION)
+        return task if isinstance(task, str) else ""
+    return ""

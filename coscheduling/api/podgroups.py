@@ -50,6 +50,51 @@ class Topology:
         return self.mode == TOPOLOGY_REQUIRED
 
 
+MAX_SUBGROUPS = 64
+SUBGROUP_LABEL = f"{GROUP_API}/subgroup"
+"""The label naming a member's subgroup (its role: ``ps``, ``worker``) in our PodGroups."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroup:
+    """One subgroup of a gang (a role, or one replica of a job of replicas): a gang of its
+    own, placed whole (``min_member`` of it or none) and, with ``topology``, in one domain."""
+
+    name: str
+    min_member: int
+    topology: Topology | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroups:
+    """How a gang splits into subgroups and how many of them it needs.
+
+    ``listed`` subgroups are named up front (a member names its own: our label, or
+    Volcano's ``volcano.sh/task-spec``); with ``label_keys`` instead, every distinct value of
+    those member labels is a subgroup shaped like ``template`` (Volcano's subGroupPolicy).
+    The gang starts once ``min_groups`` subgroups can each be placed whole, and minMember
+    in all; a listed subgroup's ``min_member`` of 0 counts it complete without members."""
+
+    listed: tuple[SubGroup, ...] = ()
+    min_groups: int = 0
+    label_keys: tuple[str, ...] = ()
+    template: SubGroup | None = None
+
+    def name_of(self, labels: dict[str, str], role: str) -> str:
+        """The subgroup a member belongs to ("" for none of them)."""
+        if self.template is not None:
+            values = [labels.get(key, "") for key in self.label_keys]
+            return "/".join(values) if all(values) else ""
+        return role if any(s.name == role for s in self.listed) else ""
+
+    def get(self, name: str) -> SubGroup | None:
+        """The subgroup called ``name`` (a dynamic one takes the template's shape)."""
+        if self.template is not None:
+            return SubGroup(name, self.template.min_member, self.template.topology) \
+                if name else None
+        return next((s for s in self.listed if s.name == name), None)
+
+
 @dataclass(slots=True, eq=False)
 class PodGroup:
     namespace: str
@@ -63,6 +108,7 @@ class PodGroup:
     priority_class_name: str = ""
     queue: str = "default"  # spec.queue: the Queue whose share the gang is admitted from
     topology: Topology | None = None
+    subgroups: SubGroups | None = None  # spec.subGroups/minGroups: a gang of gangs
     # How long a running gang's lost member's room is held for its replacement (0: never).
     replacement_hold_seconds: int = DEFAULT_REPLACEMENT_HOLD_SECONDS
     phase: str = ""
@@ -153,8 +199,65 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
             group.topology = parse_topology(spec["topology"])
         except ValueError as err:
             errors.append(f"spec.topology{err}")
+    group.subgroups = parse_subgroups(spec, group.min_member, errors)
     group.errors = tuple(errors)
     return group
+
+
+def parse_subgroups(spec: dict[str, Any], min_member: int,
+                    errors: list[str]) -> SubGroups | None:
+    """``spec.subGroups`` (named subgroups, each ``{name, minMember, topology}``) and
+    ``spec.minGroups`` (how many of them must be placed whole; default: every one)."""
+    raw, raw_min = spec.get("subGroups"), spec.get("minGroups")
+    if raw is None:
+        if raw_min is not None:
+            errors.append("spec.minGroups: needs spec.subGroups")
+        return None
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_SUBGROUPS:
+        errors.append(f"spec.subGroups: must be a list of 1 to {MAX_SUBGROUPS} subgroups, "
+                      f"got {raw!r}")
+        return None
+    listed: list[SubGroup] = []
+    for index, item in enumerate(raw):
+        found = _parse_subgroup(item, f"spec.subGroups[{index}]", errors)
+        if found is not None and any(s.name == found.name for s in listed):
+            errors.append(f"spec.subGroups[{index}].name: {found.name!r} is listed twice")
+        elif found is not None:
+            listed.append(found)
+    count = len(raw)
+    min_groups = count if raw_min is None else parse_min_member(
+        raw_min, "spec.minGroups", errors)
+    if min_groups > count:
+        errors.append(f"spec.minGroups: {min_groups} is more than the {count} subGroups")
+    needed = sum(sorted(s.min_member for s in listed)[:min_groups])
+    if len(listed) == count and needed > min_member:
+        errors.append(f"spec.minMember: {min_member} is less than the {needed} members its "
+                      f"smallest {min_groups} subGroups need together")
+    return SubGroups(tuple(listed), min_groups)
+
+
+def _parse_subgroup(raw: object, path: str, errors: list[str]) -> SubGroup | None:
+    if not isinstance(raw, dict):
+        errors.append(f"{path}: must be an object with name and minMember, got {raw!r}")
+        return None
+    unknown = sorted(set(raw) - {"name", "minMember", "topology"})
+    if unknown:
+        errors.append(f"{path}.{unknown[0]}: unknown field (allowed: name, minMember, "
+                      "topology)")
+        return None
+    name = raw.get("name")
+    if not isinstance(name, str) or not _LABEL_NAME.match(name):
+        errors.append(f"{path}.name: must be a label value (the members' {SUBGROUP_LABEL}), "
+                      f"got {name!r}")
+        return None
+    minimum = parse_min_member(raw.get("minMember"), f"{path}.minMember", errors)
+    topology = None
+    if raw.get("topology") is not None:
+        try:
+            topology = parse_topology(raw["topology"])
+        except ValueError as err:
+            errors.append(f"{path}.topology{err}")
+    return SubGroup(name, minimum, topology)
 
 
 def read_priority_and_queue(group: PodGroup, spec: dict[str, Any], errors: list[str]) -> None:

@@ -35,11 +35,17 @@ from .build import BuildError, cache_dir, exclusive_lock, find_go
 from .launcher import LocalCluster, child_setup, free_ports, http_ok, log_tail
 
 __all__ = [
+    "TRAINING_OPERATOR",
     "TRAINING_OPERATOR_VERSION",
+    "GoOperator",
+    "OperatorBuild",
     "OperatorExited",
+    "OperatorProcess",
     "OperatorStartError",
     "TrainingOperator",
     "TrainingOperatorBuild",
+    "apply_crd",
+    "ensure_operator",
     "ensure_training_operator",
 ]
 
@@ -75,45 +81,75 @@ class OperatorExited(OperatorStartError):
 
 
 @dataclass(frozen=True)
-class TrainingOperatorBuild:
+class OperatorBuild:
     """The cached operator binary and the CRDs of the same module version."""
 
     binary: Path
     crds: Path
+    crd_prefix: str = "kubeflow.org_"
 
     def crd_file(self, scheme: str) -> Path:
-        """The CRD manifest of one job kind, e.g. `pytorchjob`."""
-        return self.crds / f"kubeflow.org_{scheme.lower()}s.yaml"
+        """The CRD manifest of one kind, e.g. `pytorchjob`."""
+        return self.crds / f"{self.crd_prefix}{scheme.lower()}s.yaml"
+
+
+TrainingOperatorBuild = OperatorBuild
+
+
+@dataclass(frozen=True)
+class GoOperator:
+    """An operator installed from a Go module (`go install package@version`; the module's
+    go.mod must have no replace directives) into the cache, with the module's CRDs."""
+
+    title: str  # the cache entry's name and what logs call it
+    module: str
+    package: str
+    version: str
+    binary_name: str
+    crd_source: str  # the CRDs' directory inside the module
+    crd_prefix: str
+    probe_scheme: str  # a kind whose CRD must be there for the entry to be complete
+
+    def directory(self) -> Path:
+        return cache_dir() / "bin" / f"{self.title}-v{self.version}"
+
+    def cached(self) -> OperatorBuild:
+        root = self.directory()
+        return OperatorBuild(root / self.binary_name, root / "crds", self.crd_prefix)
+
+
+TRAINING_OPERATOR = GoOperator(
+    "training-operator", TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_PACKAGE,
+    TRAINING_OPERATOR_VERSION, BINARY_NAME, CRD_SOURCE, "kubeflow.org_", "pytorchjob")
 
 
 def _default_log(message: str) -> None:
-    print(f"[training-operator] {message}", file=sys.stderr, flush=True)
+    print(f"[operator] {message}", file=sys.stderr, flush=True)
 
 
 def operator_dir() -> Path:
-    return cache_dir() / "bin" / f"training-operator-v{TRAINING_OPERATOR_VERSION}"
+    return TRAINING_OPERATOR.directory()
 
 
-def _cached() -> TrainingOperatorBuild:
-    root = operator_dir()
-    return TrainingOperatorBuild(binary=root / BINARY_NAME, crds=root / "crds")
-
-
-def _is_complete(build: TrainingOperatorBuild) -> bool:
+def _is_complete(operator: GoOperator, build: OperatorBuild) -> bool:
     return (build.binary.is_file() and os.access(build.binary, os.X_OK)
-            and build.crd_file("pytorchjob").is_file())
+            and build.crd_file(operator.probe_scheme).is_file())
 
 
-def ensure_training_operator(log: Log = _default_log) -> TrainingOperatorBuild:
+def ensure_operator(operator: GoOperator, log: Log = _default_log) -> OperatorBuild:
     """Return the cached operator, installing it from the Go module proxy first if missing."""
-    build = _cached()
-    if _is_complete(build):
+    build = operator.cached()
+    if _is_complete(operator, build):
         return build
-    go = find_go(f"training-operator v{TRAINING_OPERATOR_VERSION}", operator_dir())
+    go = find_go(f"{operator.title} v{operator.version}", operator.directory())
     with exclusive_lock(cache_dir() / "bin" / ".build.lock", log):
-        if not _is_complete(build):
-            _install(go, build, log)
+        if not _is_complete(operator, build):
+            _install(go, operator, build, log)
     return build
+
+
+def ensure_training_operator(log: Log = _default_log) -> OperatorBuild:
+    return ensure_operator(TRAINING_OPERATOR, log)
 
 
 def _go(go: str, args: Sequence[str], env: dict[str, str], cwd: Path) -> str:
@@ -125,35 +161,100 @@ def _go(go: str, args: Sequence[str], env: dict[str, str], cwd: Path) -> str:
     return result.stdout
 
 
-def _install(go: str, build: TrainingOperatorBuild, log: Log) -> None:
+def _install(go: str, operator: GoOperator, build: OperatorBuild, log: Log) -> None:
     """`go install` into a scratch dir beside the cache entry, then rename it into place."""
-    root = operator_dir()
+    root = operator.directory()
     root.parent.mkdir(parents=True, exist_ok=True)
-    target = f"{TRAINING_OPERATOR_PACKAGE}@v{TRAINING_OPERATOR_VERSION}"
+    target = f"{operator.package}@v{operator.version}"
     log(f"installing {target} from Go modules (first run only, a few minutes)...")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=".training-operator-", dir=root.parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f".{operator.title}-", dir=root.parent) as tmp:
         scratch = Path(tmp)
         staged = scratch / "out"
         env = {**os.environ, "CGO_ENABLED": "0", "GOBIN": str(staged), "GO111MODULE": "on"}
         _go(go, ["install", "-ldflags=-s -w", target], env, scratch)
         module = json.loads(_go(go, ["mod", "download", "-json",
-                                     f"{TRAINING_OPERATOR_MODULE}@v{TRAINING_OPERATOR_VERSION}"],
-                                env, scratch))
-        shutil.copytree(Path(module["Dir"]) / CRD_SOURCE, staged / "crds")
+                                     f"{operator.module}@v{operator.version}"], env, scratch))
+        shutil.copytree(Path(module["Dir"]) / operator.crd_source, staged / "crds")
         (staged / "crds").chmod(0o755)  # the module cache is read-only
         for manifest in (staged / "crds").iterdir():
             manifest.chmod(0o644)
         shutil.rmtree(root, ignore_errors=True)
         os.replace(staged, root)
-    if not _is_complete(build):
+    if not _is_complete(operator, build):
         raise BuildError(f"installing {target} left no {build.binary} or CRDs in {root}")
-    log(f"installed training-operator v{TRAINING_OPERATOR_VERSION} in "
+    log(f"installed {operator.title} v{operator.version} in "
         f"{time.monotonic() - started:.0f}s -> {root}")
 
 
-class TrainingOperator:
+class OperatorProcess:
+    """One operator process against a cluster, logging to `workdir`, stopped by pid."""
+
+    title = "operator"
+
+    def __init__(self, workdir: Path, log: Log) -> None:
+        self.workdir = Path(workdir).absolute()
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.title}.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self) -> OperatorProcess:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after STOP_GRACE; safe to call twice."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(STOP_GRACE)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def __enter__(self) -> OperatorProcess:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _spawn(self, argv: list[str], env: dict[str, str]) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log_file:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                cwd=self.workdir, env=env, start_new_session=True,
+                preexec_fn=child_setup(True),
+            )
+
+    def _wait(self, condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not condition():
+            process = self.process
+            if process is not None and process.poll() is not None:
+                raise OperatorExited(
+                    f"{self.title} exited with code {process.returncode} while waiting "
+                    f"for {what}; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+            if time.monotonic() > deadline:
+                raise OperatorStartError(
+                    f"{self.title}: no {what} after {START_TIMEOUT:.0f}s; last lines of "
+                    f"{self.log_path}:\n{log_tail(self.log_path)}")
+            time.sleep(0.2)
+
+
+class TrainingOperator(OperatorProcess):
     """One training-operator process against `cluster`, stopped by pid like the cluster."""
+
+    title = "training-operator"
 
     def __init__(
         self,
@@ -165,18 +266,12 @@ class TrainingOperator:
         build: TrainingOperatorBuild | None = None,
         log: Log = _default_log,
     ) -> None:
+        super().__init__(workdir, log)
         self.cluster = cluster
-        self.workdir = Path(workdir).absolute()
         self.gang_scheduler_name = gang_scheduler_name
         self.schemes = tuple(schemes)
         self.build = build
-        self.log = log
         self.metrics_port, self.probe_port, self.webhook_port = free_ports(3)
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "training-operator.log"
 
     @property
     def temp_dir(self) -> Path:
@@ -212,29 +307,6 @@ class TrainingOperator:
         self.log(f"training-operator ready (pid {self.pid}, log {self.log_path})")
         return self
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after STOP_GRACE; safe to call twice."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(STOP_GRACE)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-    def __enter__(self) -> TrainingOperator:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
     # -- steps ---------------------------------------------------------------------------
 
     def _apply_crds(self, kube: KubeClient, build: TrainingOperatorBuild) -> None:
@@ -259,15 +331,6 @@ class TrainingOperator:
                 "kind": "ValidatingWebhookConfiguration",
                 "metadata": {"name": WEBHOOK_CONFIGURATION}})
 
-    def _spawn(self, binary: Path) -> None:
-        env = {**os.environ, "TMPDIR": str(self.temp_dir)}
-        with self.log_path.open("ab") as log_file:
-            self.process = subprocess.Popen(
-                self.argv(binary), stdin=subprocess.DEVNULL, stdout=log_file,
-                stderr=subprocess.STDOUT, cwd=self.workdir, env=env, start_new_session=True,
-                preexec_fn=child_setup(True),
-            )
-
     def _start_process(self, kube: KubeClient, binary: Path) -> None:
         """Spawn the operator and hand it its webhook certificates.
 
@@ -278,7 +341,7 @@ class TrainingOperator:
             known = self._certs_in_secret(kube)
             if known:
                 self._write_certs(known)
-            self._spawn(binary)
+            self._spawn(self.argv(binary), {**os.environ, "TMPDIR": str(self.temp_dir)})
             try:
                 if not known:
                     self._write_certs(self._wait_for_certs(kube))
@@ -326,20 +389,6 @@ class TrainingOperator:
 
     def _ready(self) -> bool:
         return http_ok(f"http://127.0.0.1:{self.probe_port}/readyz", None)
-
-    def _wait(self, condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not condition():
-            process = self.process
-            if process is not None and process.poll() is not None:
-                raise OperatorExited(
-                    f"training-operator exited with code {process.returncode} while waiting "
-                    f"for {what}; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
-            if time.monotonic() > deadline:
-                raise OperatorStartError(
-                    f"training-operator: no {what} after {START_TIMEOUT:.0f}s; last lines of "
-                    f"{self.log_path}:\n{log_tail(self.log_path)}")
-            time.sleep(0.2)
 
 
 def apply_crd(kube: KubeClient, crd: dict[str, Any], timeout: float = 60.0) -> None:

@@ -82,7 +82,7 @@ def choose(cache: SchedulerCache, units: Sequence[Unit], fits: Fits,
                                          -u.priority))
     kept = [unit for unit, spared in zip(order, spare([u.core for u in order]), strict=True)
             if spared]
-    spare([[pod] for unit in kept for pod in unit.surplus])
+    spare([batch for unit in kept for batch in unit.surplus_batches()])
     chosen = tuple(evicted.values())
     return Victims(chosen, len(violations(chosen)))
 

@@ -26,7 +26,10 @@ from tests.integration.fixtures import (  # noqa: F401
     start_scheduler,
 )
 from tests.integration.kube import wait_until
-from tests.integration.operators import start_training_operator  # noqa: F401
+from tests.integration.operators import (  # noqa: F401
+    start_ray_operator,
+    start_training_operator,
+)
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from coscheduling import GROUP_LABEL
 from coscheduling.api.membership import LABEL_ONLY
 from coscheduling.api.nodes import parse_node
+from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.groups import apis_for_tag, ours
@@ -247,18 +249,23 @@ class InvariantWatcher:
 
     def _min_member(self, group_key: str) -> int:
         """minMember of a gang of any kind: its object's, or a label-only group's label."""
+        rest = group_key.split("/", 1)[1]
+        if rest.partition("@")[2] == LABEL_ONLY:
+            return self._label_min.get(group_key, 0)
+        group = self._group(group_key)
+        return group.min_member if group is not None else 0
+
+    def _group(self, group_key: str) -> PodGroup | None:
         namespace, rest = group_key.split("/", 1)
         name, _, tag = rest.partition("@")
-        if tag == LABEL_ONLY:
-            return self._label_min.get(group_key, 0)
         for api in apis_for_tag(tag):
             try:
                 raw = self.kube.get(f"/apis/{api.api_version}/namespaces/{namespace}/"
                                     f"{api.plural}/{name}")
             except ApiError:
                 continue
-            return api.parse(raw).min_member
-        return 0
+            return api.parse(raw)
+        return None
 
     def _check_gang(self, group_key: str) -> None:
         bound = sum(1 for _, _, g in self._bound.values() if g == group_key)
@@ -285,7 +292,30 @@ class InvariantWatcher:
                 if 0 < bound < minimum:
                     self.violations.append(f"gang {group_key} settled with "
                                            f"{bound}/{minimum} bound")
+            self._check_subgroups(namespace)
         assert not self.violations, self.violations
+
+    def _check_subgroups(self, namespace: str) -> None:
+        """Every subgroup of a gang of subgroups is bound 0 or >= its own minMember."""
+        bound: Counter[tuple[str, str]] = Counter()
+        groups: dict[str, PodGroup | None] = {}
+        for item in list_pods(self.kube, namespace):
+            pod = parse_pod(item)
+            if not pod.group_key or not pod.node_name:
+                continue
+            if pod.group_key not in groups:
+                groups[pod.group_key] = self._group(pod.group_key)
+            group = groups[pod.group_key]
+            if group is not None and group.subgroups is not None:
+                name = group.subgroups.name_of(pod.labels, pod.membership.role)
+                bound[(pod.group_key, name)] += bool(name)
+        for (group_key, name), count in bound.items():
+            group = groups[group_key]
+            subs = group.subgroups if group is not None else None
+            found = subs.get(name) if subs is not None else None
+            if found is not None and 0 < count < found.min_member:
+                self.violations.append(f"subgroup {name} of {group_key} settled with "
+                                       f"{count}/{found.min_member} bound")
 
 
 def _key(obj: Mapping[str, Any]) -> str:

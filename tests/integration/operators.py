@@ -11,11 +11,19 @@ import pytest
 
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
-from coscheduling.localcluster.operators import TrainingOperator
+from coscheduling.localcluster.kuberay import RayOperator
+from coscheduling.localcluster.operators import OperatorProcess, TrainingOperator
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 StartOperator = Callable[[str], TrainingOperator]
+
+
+def _stop_all(started: list[OperatorProcess]) -> None:
+    for operator in started:
+        operator.stop()
+        assert operator.process is None or operator.process.poll() is not None, \
+            f"{operator.title} pid {operator.pid} still running after stop()"
 
 
 @pytest.fixture
@@ -25,7 +33,7 @@ def start_training_operator(local_cluster: LocalCluster, compat_crds: None,
 
     crd/compat/ is applied first: the operator exits at start when the PodGroup kind of
     its --gang-scheduler-name path is not served."""
-    started: list[TrainingOperator] = []
+    started: list[OperatorProcess] = []
 
     def start(gang_scheduler_name: str) -> TrainingOperator:
         operator = TrainingOperator(local_cluster, tmp_path / f"operator-{len(started)}",
@@ -35,10 +43,24 @@ def start_training_operator(local_cluster: LocalCluster, compat_crds: None,
         return operator.start()
 
     yield start
-    for operator in started:
-        operator.stop()
-        assert operator.process is None or operator.process.poll() is not None, \
-            f"training-operator pid {operator.pid} still running after stop()"
+    _stop_all(started)
+
+
+@pytest.fixture
+def start_ray_operator(local_cluster: LocalCluster, compat_crds: None,
+                       tmp_path: Path) -> Iterator[Callable[[], RayOperator]]:
+    """`start_ray_operator()`: a running KubeRay ray-operator (scheduler-plugins path; the
+    x-k8s PodGroup CRD from crd/compat/ is applied first), stopped after."""
+    started: list[OperatorProcess] = []
+
+    def start() -> RayOperator:
+        operator = RayOperator(local_cluster, tmp_path / f"ray-{len(started)}",
+                               log=lambda _: None)
+        started.append(operator)
+        return operator.start()
+
+    yield start
+    _stop_all(started)
 
 
 def pytorchjob(name: str, *, workers: int, cpu: str) -> dict[str, Any]:

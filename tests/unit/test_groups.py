@@ -141,8 +141,15 @@ def test_each_kind_is_read_into_one_model(api: GroupApi, spec: dict[str, Any],
     (schedulerplugins.API, {"minMember": 0}, "spec.minMember: must be >= 1, got 0"),
     (schedulerplugins.API, {"minMember": 2, "scheduleTimeoutSeconds": -1},
      "spec.scheduleTimeoutSeconds: must be an integer >= 0, got -1"),
-    (volcano.API, {"minMember": 2, "minTaskMember": {"worker": 2}},
-     "spec.minTaskMember: per-task minimums are not implemented"),
+    (volcano.API, {"minMember": 2, "minTaskMember": {"worker": -1}},
+     "spec.minTaskMember[worker]: must be an integer >= 0, got -1"),
+    (volcano.API, {"minMember": 2, "minTaskMember": {"w": 1}, "subGroupPolicy": [{}]},
+     "spec.subGroupPolicy: not implemented together with minTaskMember"),
+    (volcano.API, {"minMember": 2, "subGroupPolicy": [
+        {"subGroupSize": 2, "matchLabelKeys": ["r"], "labelSelector": {"a": "b"}}]},
+     "spec.subGroupPolicy[0].labelSelector: not implemented by this scheduler"),
+    (volcano.API, {"minMember": 2, "subGroupPolicy": [{"subGroupSize": 2}]},
+     "spec.subGroupPolicy[0].matchLabelKeys: must list the member label keys"),
     (volcano.API, {"minMember": "3"}, "spec.minMember: must be an integer >= 0, got '3'"),
     (kubebatch.API, {"minMember": 2, "queue": "Bad Queue"},
      "spec.queue: 'Bad Queue' is not a valid Queue name"),
@@ -418,14 +425,14 @@ def test_an_invalid_group_says_why_on_its_own_status(volcano_sim: SimCluster) ->
     plugin = sim.scheduler.framework.instances["Coscheduling"]
     assert isinstance(plugin, Coscheduling)
     sim.add_node("n1")
-    sim.groups.on_add(volcano.API.parse(obj({"minMember": 2, "minTaskMember": {"w": 2}})))
+    sim.groups.on_add(volcano.API.parse(obj({"minMember": 2, "networkTopology": {"a": 1}})))
     made_of = plugin.status_of("ns/g@group-name")
     assert made_of is not None
     shaped = volcano.API.shape(made_of)
     assert shaped["phase"] == volcano.PENDING
     (condition,) = shaped["conditions"]
     assert (condition["type"], condition["reason"]) == ("Unschedulable", "InvalidSpec")
-    assert "spec.minTaskMember: per-task minimums are not implemented" in condition["message"]
+    assert "spec.networkTopology: not implemented" in condition["message"]
 
 
 @pytest.mark.parametrize(("mark", "key"), [

@@ -27,16 +27,10 @@ from typing import TYPE_CHECKING
 from cachetools import TTLCache
 
 from coscheduling.api.times import format_duration
+from coscheduling.plugins.coscheduling import subgroups
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
 from coscheduling.plugins.coscheduling.holds import HeldSlots
-from coscheduling.plugins.coscheduling.topology import (
-    Domain,
-    describe,
-    domains,
-    largest,
-    leftover,
-    total_request,
-)
+from coscheduling.plugins.coscheduling.topology import Domain, claim_in_domain
 from coscheduling.preemption.evaluator import describe_victims, gang_preemptor
 
 if TYPE_CHECKING:
@@ -52,6 +46,11 @@ log = logging.getLogger(__name__)
 
 WAITING_FOR_MEMBERS = "waiting for member pods"
 """How a gang that has fewer members than minMember says so (status, pods, explain)."""
+
+# Where a member stands, as counts() and enough() sort them.
+PLACED, WAITING, CLAIMED, PENDING = "placed", "waiting", "claimed", "pending"
+RESERVED = frozenset((PLACED, WAITING, CLAIMED))
+READY = frozenset((PLACED, WAITING))
 
 
 class _FreezeCache(TTLCache[str, tuple[float, str]]):
@@ -116,6 +115,7 @@ class GangManager:
         self.plugin_name = plugin_name
         self.gangs: dict[str, GangState] = {}
         self.holds = HeldSlots(handle)
+        self.subgroup_domains = subgroups.SubgroupDomains(handle.cache)
         self._frozen = _FreezeCache(
             maxsize=1_000_000, ttl=args.freeze_seconds if args.freeze_seconds > 0 else 1e-9,
             timer=time.monotonic,
@@ -138,25 +138,61 @@ class GangManager:
 
         A member with scheduling gates is not a member yet: it counts nowhere (not toward
         minMember, status or admission) until its gates are removed."""
-        cache = self.handle.cache
-        waiting = self.handle.waiting_pods
         placed = held = claimed = members = 0
         pending: list[Pod] = []
-        for member in cache.group_pods(group_key):
-            if member.deleting or member.key == exclude or (member.gated and not member.node_name):
-                continue
-            members += 1
-            if member.node_name:
-                placed += 1
-            elif waiting.get(member.key) is not None:
-                held += 1
-            elif cache.is_assumed(member.key):
-                placed += 1
-            elif cache.claimed_node(member.key):
-                claimed += 1
-            else:
+        for member in self.handle.cache.group_pods(group_key):
+            where = self.where(member, exclude)
+            members += bool(where)
+            placed += where == PLACED
+            held += where == WAITING
+            claimed += where == CLAIMED
+            if where == PENDING:
                 pending.append(member)
         return GangCounts(members, placed, held, claimed, pending)
+
+    def where(self, member: Pod, exclude: str = "") -> str:
+        """PLACED (bound or assumed), WAITING, CLAIMED, PENDING; "" for no member (deleting,
+        ``exclude``, or held back by scheduling gates)."""
+        cache = self.handle.cache
+        if member.deleting or member.key == exclude or (member.gated and not member.node_name):
+            return ""
+        if member.node_name:
+            return PLACED
+        if self.handle.waiting_pods.get(member.key) is not None:
+            return WAITING
+        if cache.is_assumed(member.key):
+            return PLACED
+        return CLAIMED if cache.claimed_node(member.key) else PENDING
+
+    def tally(self, group: PodGroup, counted: frozenset[str], pod: Pod | None = None,
+              pending: Iterable[Pod] = ()) -> subgroups.Tally:
+        """The group's members per subgroup: those standing in ``counted``, ``pod`` counted
+        as if it stood there too, and the ``pending`` ones given."""
+        key = pod.key if pod is not None else ""
+        members = [(m, True) for m in self.handle.cache.group_pods(group.key)
+                   if self.where(m, key) in counted]
+        extra = [(pod, True)] if pod is not None else []
+        return subgroups.tally(group, [*members, *extra, *((p, False) for p in pending)])
+
+    def enough(self, group: PodGroup, counted: frozenset[str], pod: Pod | None = None,
+               *, with_pod: bool = False) -> bool:
+        """Whether the members standing in ``counted`` (``pod`` left out, or counted when
+        ``with_pod``) make the gang whole: minMember, and for a gang of subgroups its
+        subgroups, and ``pod``'s own subgroup, whole."""
+        if group.subgroups is None:
+            counts = self.counts(group.key, exclude=pod.key if pod is not None else "")
+            total = sum(n for where, n in ((PLACED, counts.placed), (WAITING, counts.waiting),
+                                           (CLAIMED, counts.claimed)) if where in counted)
+            return total + with_pod >= group.min_member
+        found = self.tally(group, counted, pod if with_pod else None)
+        return subgroups.releasable(found, pod) if pod is not None else found.satisfied()
+
+    def shortfall(self, group: PodGroup) -> str:
+        """Which subgroups the members that exist cannot make whole ("": none)."""
+        if group.subgroups is None:
+            return ""
+        counts = self.counts(group.key)
+        return self.tally(group, RESERVED, pending=counts.pending).shortfall()
 
     # -- freezing ------------------------------------------------------------------------
     def freeze(self, group_key: str, reason: str) -> None:
@@ -185,6 +221,11 @@ class GangManager:
         for key in keys:
             self._frozen.pop(key, None)
         return keys
+
+    def thaw(self, group_key: str) -> None:
+        """The gang changed size: it may try again at once."""
+        if self._frozen.pop(group_key, None) is not None:
+            self.handle.status.group_changed(group_key)
 
     def expire_frozen(self) -> list[str]:
         """Groups whose freeze ran out since the last call, so their pods can be retried."""
@@ -229,6 +270,9 @@ class GangManager:
     def _missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
                  counts: GangCounts) -> list[Pod] | str:
         """The members to place now (``pod`` first), or why the gang must wait for more."""
+        if group.subgroups is not None:
+            found = self.tally(group, RESERVED, pending=[pod, *candidates])
+            return subgroups.select(found, pod, WAITING_FOR_MEMBERS)
         need = group.min_member - counts.placed - counts.waiting - counts.claimed
         if need <= 0:
             return []
@@ -314,7 +358,16 @@ class GangManager:
 
     def _claim(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
                counts: GangCounts) -> str:
-        """Place and claim ``members`` one after another; all of them, or none."""
+        """Place and claim ``members`` one after another; all of them, or none (a gang of
+        subgroups: each subgroup in its own domain when it asks for one)."""
+        if self.subgroup_domains.wanted(group):
+            return self.subgroup_domains.claim(
+                group, members, lambda chunk: self._claim_members(group, chunk, select_node,
+                                                                  counts))
+        return self._claim_members(group, members, select_node, counts)
+
+    def _claim_members(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
+                       counts: GangCounts) -> str:
         cache = self.handle.cache
         made: list[str] = []
         for member in members:
@@ -333,53 +386,18 @@ class GangManager:
 
     def _claim_in_domain(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
                          counts: GangCounts) -> str:
-        """Claim ``members`` inside one domain: the narrowest key first, and within a key
-        the domain the gang fits most tightly. The gang's domain is what the Coscheduling
-        Filter holds its members to, during these trials and in their own cycles."""
-        topology = group.topology
-        assert topology is not None
-        cache = self.handle.cache
-        gang = self.state(group.key)
-        placed = cache.group_nodes(group.key)
-        need = total_request(members)
-        options: dict[str, list[str]] = {}
-        for key in topology.keys:
-            options = domains(cache, key, placed)
-            fits: list[tuple[float, str]] = []
-            for value in sorted(options):
-                gang.domain = Domain(key, value)
-                if self._claim(group, members, select_node, counts):
-                    continue
-                fits.append((leftover(cache, options[value], need), value))
-                for member in members:
-                    cache.drop_claim(member.key)
-            if fits:
-                gang.domain = Domain(key, min(fits)[1])
-                why = self._claim(group, members, select_node, counts)
-                if why:
-                    gang.domain = None
-                return why
-        gang.domain = None
-        if not topology.required:
-            return self._claim(group, members, select_node, counts)
-        return self._no_domain(group, members, need, options, bool(placed))
-
-    def _no_domain(self, group: PodGroup, members: list[Pod], need: dict[str, int],
-                   widest: dict[str, list[str]], partly_placed: bool) -> str:
-        """Why a Required gang waits: its need against the largest domain's free room."""
+        """Claim ``members`` inside one domain (topology.claim_in_domain). The gang's domain
+        is what the Coscheduling Filter holds its members to, during these trials and in
+        their own cycles."""
         assert group.topology is not None
-        keys = ", ".join(group.topology.keys)
-        head = (f"topology Required: no domain of {keys} can hold the gang's "
-                f"{len(members)} missing members")
-        if partly_placed and not widest:
-            return (f"{head}: the members already placed are not all in one domain of "
-                    f"{group.topology.keys[-1]}")
-        found = largest(self.handle.cache, widest, need)
-        if found is None:
-            return f"{head}: no node has the label {group.topology.keys[-1]}"
-        value, free = found
-        return (f"{head}, which need {describe(need)}; the largest, "
-                f"{group.topology.keys[-1]}={value}, has {describe(free)} free")
+        gang = self.state(group.key)
+
+        def set_domain(domain: Domain | None) -> None:
+            gang.domain = domain
+
+        return claim_in_domain(self.handle.cache, group.topology,
+                               self.handle.cache.group_nodes(group.key), members, set_domain,
+                               lambda: self._claim(group, members, select_node, counts))
 
     def domain_of(self, group_key: str) -> Domain | None:
         """The domain the gang's members are held to (None: anywhere)."""
@@ -414,6 +432,7 @@ class GangManager:
         waited = len(gang.waited)
         self.drop_claims(group_key)
         gang.domain = None
+        self.subgroup_domains.forget(group_key)
         gang.preempting = False
         rejected = []
         for member in self.handle.cache.group_pods(group_key):
@@ -448,7 +467,11 @@ class GangManager:
         gang.released_at = self.handle.clock.now()
         gang.last_failure = ""
         allowed = []
+        group = self.handle.groups.podgroup(group_key)
+        found = self.tally(group, READY) if group is not None and group.subgroups else None
         for member in self.handle.cache.group_pods(group_key):
+            if found is not None and not subgroups.releasable(found, member):
+                continue  # its subgroup is not whole yet: it keeps waiting
             if self.handle.waiting_pods.allow(member.key, self.plugin_name):
                 allowed.append(member.key)
         gang.released_members = placed + len(allowed)
@@ -473,6 +496,7 @@ class GangManager:
 
     def forget_group(self, group_key: str) -> None:
         self.holds.drop(group_key)
+        self.subgroup_domains.forget(group_key)
         self.drop_claims(group_key)
         self.gangs.pop(group_key, None)
         self._frozen.pop(group_key, None)

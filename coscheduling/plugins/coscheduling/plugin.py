@@ -33,6 +33,9 @@ from coscheduling.groups import (
 )
 from coscheduling.plugins.coscheduling.args import parse_args
 from coscheduling.plugins.coscheduling.manager import (
+    PLACED,
+    READY,
+    RESERVED,
     WAITING_FOR_MEMBERS,
     GangCounts,
     GangManager,
@@ -44,6 +47,7 @@ from coscheduling.plugins.coscheduling.status import (
     occupied_by,
     room_for,
 )
+from coscheduling.plugins.coscheduling.topology import Domain
 from coscheduling.preemption import Preemption
 from coscheduling.preemption.evaluator import NEVER
 
@@ -70,6 +74,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         # coming back through the watch.
         self.awaiting_admission: set[str] = set()
         self.admitted: set[str] = set()
+        # Each group's size as last seen (minMember, subgroups): a change thaws it.
+        self.shapes: dict[str, tuple[int, Any]] = {}
         self.policies = handle.gangs  # DRF's order between gangs, if the profile has it
         self.policies.give_back = self._give_back
 
@@ -163,8 +169,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
             return Status.unschedulable(
                 f'PodGroup "{group.key}": waiting for {victims} pod(s) it preempted to '
                 "terminate; its members hold the room they free")
-        if counts.placed + counts.waiting + counts.claimed >= group.min_member:
-            return SUCCESS  # the gang is complete or fully reserved: this member may go
+        if manager.enough(group, RESERVED, pod):
+            return SUCCESS  # the gang (and the pod's subgroup) is complete or fully reserved
         if self.handle.cache.claimed_node(pod.key):
             return SUCCESS
         frozen = manager.frozen(group.key)
@@ -194,17 +200,25 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     # -- Filter --------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
-        """A member of a gang placed by topology stays inside the gang's domain."""
-        domain = self.manager.domain_of(pod.group_key) if pod.group_key else None
-        if domain is None or node.node is None or node.node.labels.get(domain.key) == domain.value:
-            return SUCCESS
-        return Status.unschedulable(f"node(s) outside the gang's topology domain {domain}",
-                                    plugin=self.name)
+        """A member of a gang placed by topology stays inside the gang's domain (and its
+        subgroup's)."""
+        for whose, domain in self._domains(pod):
+            if node.node is not None and node.node.labels.get(domain.key) != domain.value:
+                return Status.unschedulable(f"node(s) outside the {whose} topology domain "
+                                            f"{domain}", plugin=self.name)
+        return SUCCESS
 
     def sign(self, pod: Pod) -> Hashable:
-        """Filter reads the node's labels and the gang's domain only."""
-        domain = self.manager.domain_of(pod.group_key) if pod.group_key else None
-        return () if domain is None else (domain.key, domain.value)
+        """Filter reads the node's labels and the gang's (and subgroup's) domain only."""
+        return tuple((d.key, d.value) for _, d in self._domains(pod))
+
+    def _domains(self, pod: Pod) -> list[tuple[str, Domain]]:
+        if not pod.group_key:
+            return []
+        gang = self.manager.domain_of(pod.group_key)
+        sub = self.manager.subgroup_domains.of(self.handle.groups.podgroup(pod.group_key), pod)
+        return [(whose, d) for whose, d in (("gang's", gang), ("subgroup's", sub))
+                if d is not None]
 
     # -- PostFilter ----------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]) -> Status:
@@ -212,8 +226,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         group = self.handle.groups.podgroup(pod.group_key) if pod.group_key else None
         if group is None:
             return Status(Code.UNSCHEDULABLE)
-        counts = self.manager.counts(group.key, exclude=pod.key)
-        if counts.placed >= group.min_member:
+        if self.manager.enough(group, frozenset((PLACED,)), pod):
             return Status(Code.UNSCHEDULABLE)  # a surplus member: the gang is fine
         self.manager.reject(
             group.key, f"member {pod.name} could not be placed", freeze=True
@@ -233,10 +246,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         if gang is None or not gang.deadline:
             return  # no attempt in progress: it was already rejected (or released) as a whole
         group = self.handle.groups.podgroup(group_key)
-        if group is not None:
-            counts = self.manager.counts(group_key, exclude=pod.key)
-            if counts.placed >= group.min_member:
-                return
+        if group is not None and self.manager.enough(group, frozenset((PLACED,)), pod):
+            return
         failure = state.read(FAILURE) or CycleFailure(f"member {pod.name} was rejected")
         # A member that went away says nothing of whether the gang fits: no freeze.
         self.manager.reject(group_key, failure.reason, freeze=not failure.withdrawn,
@@ -256,7 +267,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         if group is None:
             return Status.unschedulable(f'PodGroup "{group_key}" was deleted'), 0.0
         counts = self.manager.counts(group_key, exclude=pod.key)
-        if counts.placed + counts.waiting + 1 >= group.min_member:
+        if self.manager.enough(group, READY, pod, with_pod=True):
             self.manager.release_gang(group_key, counts.placed + 1)
             return SUCCESS, 0.0
         gang = self.manager.state(group_key)
@@ -264,11 +275,10 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         gang.waited.add(pod.key)
         ready = counts.placed + counts.waiting + 1
         self.handle.status.group_changed(group_key)
-        return (
-            Status(Code.WAIT, (f"waiting for {group.min_member - ready} more members of "
-                               f"PodGroup {group_key}, {ready}/{group.min_member} ready",)),
-            max(0.0, gang.deadline - self.handle.clock.now()),
-        )
+        why = (f"waiting for {group.min_member - ready} more members of PodGroup "
+               f"{group_key}, {ready}/{group.min_member} ready") if group.subgroups is None \
+            else f"waiting for the subgroups of PodGroup {group_key} to be whole ({ready} ready)"
+        return Status(Code.WAIT, (why,)), max(0.0, gang.deadline - self.handle.clock.now())
 
     # -- cluster events ------------------------------------------------------------------
     def held_by_gates(self, pod: Pod, status: Status) -> bool:
@@ -286,15 +296,22 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         return self.manager.unfreeze_all(exclude)
 
     def group_changed(self, group: PodGroup) -> list[str]:
-        """minMember may have dropped to what is already placed and waiting: release."""
+        """Elastic size: minMember (or a subgroup's) may have dropped to what is already
+        placed and waiting: release now; a resized gang that was frozen is tried again at
+        once (a raised minimum evicts nothing: it only changes what a waiting gang needs)."""
+        shape = (group.min_member, group.subgroups)
+        if self.shapes.get(group.key, shape) != shape:
+            self.manager.thaw(group.key)
+        self.shapes[group.key] = shape
         counts = self.manager.counts(group.key)
-        if counts.waiting and counts.placed + counts.waiting >= group.min_member:
+        if counts.waiting and self.manager.enough(group, READY):
             self.manager.release_gang(group.key, counts.placed)
         return [group.key]
 
     def group_deleted(self, group_key: str) -> list[str]:
         self.awaiting_admission.discard(group_key)
         self.admitted.discard(group_key)
+        self.shapes.pop(group_key, None)
         self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
         self.manager.forget_group(group_key)
         return [group_key]
@@ -369,6 +386,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                 frozen_reason=frozen[1] if frozen is not None else "",
                 timeout=manager.timeout_for(group),
                 holds=manager.holds.of(group_key),
+                short=manager.shortfall(group),
             )
             status = build_status(view)
             api = api_for(group)

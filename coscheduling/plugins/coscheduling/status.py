@@ -16,6 +16,7 @@ from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import format_units
 from coscheduling.api.times import format_duration, format_rfc3339
 from coscheduling.plugins.coscheduling.manager import WAITING_FOR_MEMBERS
+from coscheduling.plugins.coscheduling.subgroups import status_counts
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -38,6 +39,8 @@ class GroupView:
     frozen_reason: str
     timeout: float
     holds: Sequence[Hold] = ()
+    # Which subgroups cannot reach their minMember with the members that exist ("": none).
+    short: str = ""
 
 
 def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, str]:
@@ -81,7 +84,7 @@ def gang_phase(view: GroupView, tally: Tally) -> str:
         return pg.PHASE_SCHEDULED
     if (view.gang is not None and view.gang.deadline) or counts.waiting:
         return pg.PHASE_SCHEDULING
-    if counts.members < minimum:
+    if counts.members < minimum or view.short:
         return pg.PHASE_PRE_SCHEDULING
     return pg.PHASE_PENDING
 
@@ -97,6 +100,8 @@ def _waiting_conditions(view: GroupView, phase: str) -> list[dict[str, str]]:
         gated = gated_members(view.members)
         if gated:
             reason += f" ({gated} more held by spec.schedulingGates, not counted)"
+        if view.short:
+            reason += f"; {view.short}"
         if view.counts.members + gated >= minimum:
             why = "SchedulingGated"  # no failure: it waits for the gates to go
     if reason:
@@ -145,6 +150,8 @@ def build_status(view: GroupView) -> dict[str, Any]:
     occupant = occupied_by(view.group, view.members, lambda p: bool(p.node_name))
     if occupant:
         status["occupiedBy"] = occupant
+    if view.group.subgroups is not None:
+        status["subGroups"] = status_counts(view.group, view.members)
     return status
 
 

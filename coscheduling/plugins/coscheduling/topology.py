@@ -9,13 +9,14 @@ claimed); this module only enumerates and measures.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coscheduling.api.quantity import add_into, format_units
 
 if TYPE_CHECKING:
+    from coscheduling.api.podgroups import Topology
     from coscheduling.api.pods import Pod
     from coscheduling.framework.handle import SchedulerCache
 
@@ -107,3 +108,55 @@ def largest(cache: SchedulerCache, options: Mapping[str, list[str]],
 def describe(amounts: Mapping[str, int]) -> str:
     """``cpu 12, memory 4Gi``, in a stable order."""
     return ", ".join(f"{r} {format_units(r, amounts[r])}" for r in sorted(amounts)) or "nothing"
+
+
+def claim_in_domain(cache: SchedulerCache, topology: Topology, placed: Iterable[str],
+                    members: list[Pod], set_domain: Callable[[Domain | None], None],
+                    claim: Callable[[], str], whose: str = "the gang's") -> str:
+    """Claim ``members`` inside one domain: the narrowest key first, and within a key the
+    domain they fit most tightly ("" once claimed, else why not). ``set_domain`` holds the
+    members to a domain (the Coscheduling Filter reads it) during each trial and after;
+    ``claim`` places and claims them all, or none. A Preferred topology falls back to
+    anywhere."""
+    placed = list(placed)
+    need = total_request(members)
+    options: dict[str, list[str]] = {}
+    for key in topology.keys:
+        options = domains(cache, key, placed)
+        fits: list[tuple[float, str]] = []
+        for value in sorted(options):
+            set_domain(Domain(key, value))
+            if claim():
+                continue
+            fits.append((leftover(cache, options[value], need), value))
+            for member in members:
+                cache.drop_claim(member.key)
+        if fits:
+            set_domain(Domain(key, min(fits)[1]))
+            why = claim()
+            if why:
+                set_domain(None)
+            return why
+    set_domain(None)
+    if not topology.required:
+        return claim()
+    return no_domain(cache, topology, len(members), need, options, bool(placed), whose)
+
+
+def no_domain(cache: SchedulerCache, topology: Topology, missing: int,
+              need: dict[str, int], widest: dict[str, list[str]], partly_placed: bool,
+              whose: str) -> str:
+    """Why a Required gang (or subgroup) waits: its need against the largest domain's
+    free room."""
+    keys = ", ".join(topology.keys)
+    head = (f"topology Required: no domain of {keys} can hold {whose} "
+            f"{missing} missing members")
+    if partly_placed and not widest:
+        return (f"{head}: the members already placed are not all in one domain of "
+                f"{topology.keys[-1]}")
+    found = largest(cache, widest, need)
+    if found is None:
+        return f"{head}: no node has the label {topology.keys[-1]}"
+    value, free = found
+    return (f"{head}, which need {describe(need)}; the largest, "
+            f"{topology.keys[-1]}={value}, has {describe(free)} free")

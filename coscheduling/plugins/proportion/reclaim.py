@@ -83,10 +83,12 @@ def reclaimable_units(handle: Handle, book: Book, group: PodGroup, need: Mapping
             if _within(unit.pods, budget):
                 taken.append(unit)
                 continue
-            # Too big to go whole: its surplus members may still go, newest first.
-            surplus = [p for p in reversed(unit.surplus) if _within([p], budget)]
-            if surplus:
-                taken.append(Unit([], unit.priority, unit.group_key, surplus))
+            # Too big to go whole: its surplus (members, or whole subgroups) may still go,
+            # newest first.
+            batches = [b for b in reversed(unit.surplus_batches()) if _within(b, budget)]
+            if batches:
+                taken.append(Unit([], unit.priority, unit.group_key,
+                                  [p for b in batches for p in b], batches))
         units += reversed(taken)
     return units
 
