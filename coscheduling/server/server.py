@@ -384,22 +384,32 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
     plugin_server = PluginServer(server, servicer, health_servicer, service_synced, settings,
                                  leadership)
     try:
-        if settings.tls_cert:
-            port = server.add_secure_port(settings.address, _credentials(settings))
-        else:
-            port = server.add_insecure_port(settings.address)
-    except RuntimeError as err:
+        port = _listen(server, settings)
+    except RuntimeError:
         executor.shutdown(wait=False)
-        raise RuntimeError(f"cannot listen on {settings.address}: {err} (is another server "
-                           "using the port?)") from err
-    if not port:
-        executor.shutdown(wait=False)
-        raise RuntimeError(f"cannot listen on {settings.address} (is another server using "
-                           "the port?)")
-    if settings.address.startswith(UNIX_PREFIX):  # only the user running the scheduler
-        os.chmod(settings.address[len(UNIX_PREFIX):], 0o600)
+        raise
+    if settings.address.startswith(UNIX_PREFIX):
         return plugin_server
     plugin_server.port = port
     host = settings.address.rsplit(":", 1)[0]
     plugin_server.address = f"{host}:{port}"
     return plugin_server
+
+
+def _listen(server: Any, settings: GrpcSettings) -> int:
+    """Bind the address (a Unix socket is then made the scheduler's user's alone); the port,
+    or RuntimeError saying why not."""
+    try:
+        if settings.tls_cert:
+            port = int(server.add_secure_port(settings.address, _credentials(settings)))
+        else:
+            port = int(server.add_insecure_port(settings.address))
+    except RuntimeError as err:
+        raise RuntimeError(f"cannot listen on {settings.address}: {err} (is another server "
+                           "using the port?)") from err
+    if not port:
+        raise RuntimeError(f"cannot listen on {settings.address} (is another server using "
+                           "the port?)")
+    if settings.address.startswith(UNIX_PREFIX):
+        os.chmod(settings.address[len(UNIX_PREFIX):], 0o600)
+    return port
