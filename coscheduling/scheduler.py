@@ -78,6 +78,10 @@ class GroupNotices:
         if self._reporter is not None:
             self._reporter.group_event(group, kind, reason, message)
 
+    def pod_event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
+        if self._reporter is not None:
+            self._reporter.event(pod, kind, reason, message)
+
 
 class ApiBinder:
     """The Binder role: a Binding through the API server, only while this replica leads."""

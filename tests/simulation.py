@@ -109,8 +109,11 @@ class SimCluster:
     def add_pod(self, name: str, cpu: str = "1", group: str = "", priority: int = 0,
                 namespace: str = "ns", memory: str = "1Gi",
                 requests: Mapping[str, str] | None = None, never_preempt: bool = False,
-                labels: Mapping[str, str] | None = None, **extra: str) -> Pod:
-        """A pod asking for cpu, memory and ``extra``, or exactly ``requests`` if given."""
+                labels: Mapping[str, str] | None = None,
+                annotations: Mapping[str, str] | None = None,
+                spec: Mapping[str, Any] | None = None, **extra: str) -> Pod:
+        """A pod asking for cpu, memory and ``extra``, or exactly ``requests`` if given;
+        ``spec`` adds fields to its spec."""
         self._seq += 1
         labels = {**(labels or {}), **({GROUP_LABEL: group} if group else {})}
         asked = dict(requests) if requests is not None else {"cpu": cpu, "memory": memory,
@@ -118,8 +121,9 @@ class SimCluster:
         pod = parse_pod({
             "metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}",
                          "labels": labels, "resourceVersion": str(self._seq),
+                         "annotations": dict(annotations or {}),
                          "creationTimestamp": _stamp(self._seq)},
-            "spec": {"schedulerName": "batch-scheduler", "priority": priority,
+            "spec": {**(spec or {}), "schedulerName": "batch-scheduler", "priority": priority,
                      "preemptionPolicy": "Never" if never_preempt else "PreemptLowerPriority",
                      "containers": [{"name": "c", "resources": {"requests": asked}}]},
         })

@@ -12,6 +12,7 @@ from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.quantity import QuantityError, parse_resource_list
+from coscheduling.api.runtimes import MAX_RESERVATION_ANNOTATION, declared_runtime, seconds_of
 from coscheduling.api.times import parse_duration, parse_rfc3339
 
 PLURAL = "podgroups"
@@ -111,6 +112,12 @@ class PodGroup:
     subgroups: SubGroups | None = None  # spec.subGroups/minGroups: a gang of gangs
     # How long a running gang's lost member's room is held for its replacement (0: never).
     replacement_hold_seconds: int = DEFAULT_REPLACEMENT_HOLD_SECONDS
+    # The members' declared runtime (api.runtimes), and how long the gang may hold a
+    # reservation (None: the plugin's default); any kind of group may carry them.
+    expected_runtime: float | None = None
+    max_reservation_seconds: float | None = None
+    # Malformed optional annotations: reported as Warning events, never a refusal.
+    warnings: tuple[str, ...] = ()
     phase: str = ""
     occupied_by: str = ""
     errors: tuple[str, ...] = ()
@@ -153,11 +160,31 @@ def new_record(obj: dict[str, Any], tag: str = "",
         tag=tag,
         api_version=api_version,
     )
+    read_reservation_hints(group, meta.get("annotations") or {})
     errors: list[str] = []
     if not isinstance(spec, dict):
         errors.append("spec: required, and must be an object")
         spec = {}
     return group, spec, errors
+
+
+def read_reservation_hints(group: PodGroup, annotations: object) -> None:
+    """The expected runtime and reservation limit annotations; unreadable ones count as
+    absent and are kept as warnings."""
+    if not isinstance(annotations, dict):
+        return
+    warnings = []
+    group.expected_runtime, why = declared_runtime(annotations)
+    if why:
+        warnings.append(why)
+    raw = annotations.get(MAX_RESERVATION_ANNOTATION)
+    if raw is not None:
+        try:
+            group.max_reservation_seconds = seconds_of(raw)
+        except ValueError as err:
+            warnings.append(f"metadata.annotations[{MAX_RESERVATION_ANNOTATION}]: {err}; the "
+                            "default applies")
+    group.warnings = tuple(warnings)
 
 
 def parse_min_member(raw: object, path: str, errors: list[str], minimum: int = 1) -> int:
@@ -194,6 +221,13 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
                       f"{MAX_REPLACEMENT_HOLD_SECONDS}, got {hold!r}")
     else:
         group.replacement_hold_seconds = hold
+    reserve = spec.get("maxReservationSeconds")
+    if reserve is not None:
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            errors.append(f"spec.maxReservationSeconds: must be an integer >= 0 (0: never "
+                          f"reserve), got {reserve!r}")
+        else:
+            group.max_reservation_seconds = float(reserve)
     if spec.get("topology") is not None:
         try:
             group.topology = parse_topology(spec["topology"])

@@ -22,6 +22,7 @@ from coscheduling.api.quantity import (
     parse_resource_list,
     to_units,
 )
+from coscheduling.api.runtimes import bounded_runtime, declared_runtime
 from coscheduling.api.selectors import (
     NodeSelectorTerm,
     Toleration,
@@ -92,6 +93,12 @@ class Pod:
     pod_affinity: PodAffinity | None = None
     spread_constraints: tuple[SpreadConstraint, ...] = ()
     parse_error: str = ""
+    # How long the pod will run at most (api.runtimes: activeDeadlineSeconds or the declared
+    # expected runtime; None: unknown), why a declared runtime was unreadable, and when the
+    # pod started (status.startTime; 0: not seen).
+    runtime: float | None = None
+    runtime_error: str = ""
+    started: float = 0.0
     # Which gang the pod belongs to, from whichever producer's marker it carries.
     membership: Membership = NO_GROUP
 
@@ -388,6 +395,17 @@ def _read_claims_and_fields(pod: Pod, meta: Json, spec: Json, status: Json) -> N
         pod.placement_fields = tuple(fields)
 
 
+def _read_runtime(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
+    """A malformed declared runtime is not a malformed pod: it counts as unknown."""
+    declared, pod.runtime_error = declared_runtime(_mapping(meta.get("annotations")))
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int)
+                                 or deadline <= 0):
+        raise ValueError(f"must be a positive integer, got {deadline!r}")
+    pod.runtime = bounded_runtime(declared, float(deadline) if deadline else None)
+    pod.started = parse_rfc3339(status.get("startTime"))
+
+
 # Each part of a pod, read in this order, with the field an error in it is reported under.
 _READERS: tuple[tuple[str, Callable[[Pod, Json, Json, Json], None]], ...] = (
     ("metadata", _read_metadata),
@@ -409,6 +427,7 @@ _READERS: tuple[tuple[str, Callable[[Pod, Json, Json, Json], None]], ...] = (
     ("spec.containers[].image", _read_images),
     ("spec.volumes", _read_volumes),
     ("spec.resourceClaims", _read_claims_and_fields),
+    ("spec.activeDeadlineSeconds", _read_runtime),
 )
 
 

@@ -120,6 +120,7 @@ class StatusPublisher(Protocol):
 
     def group_changed(self, group_key: str) -> None: ...
     def group_event(self, group: PodGroup, kind: str, reason: str, message: str) -> None: ...
+    def pod_event(self, pod: Pod, kind: str, reason: str, message: str) -> None: ...
 
 
 class Binder(Protocol):
@@ -156,6 +157,11 @@ class GangPolicies:
     reclaimed: Callable[[PodGroup, Any], None] | None = None
     # (group key, reason) -> drop the gang's claims and current attempt, without freezing.
     give_back: Callable[[str, str], None] | None = None
+    # group key -> (queue, room its reservation holds): counted toward the queues' shares.
+    reservations: Callable[[], Mapping[str, tuple[str, Mapping[str, int]]]] | None = None
+    # (group key, queue, more room) -> whether the gang's reservation may grow by it (the
+    # queues' policy: not beyond the queue's share while another queue is below its own).
+    may_reserve: Callable[[str, str, Mapping[str, int]], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,26 @@ class SchedulerMetrics:
         self.queue_reclaims = Counter(
             "coscheduling_queue_reclaims_total",
             "Evictions made for a queue below its deserved share.", ("queue",))
+        # Reservations (a gang first in line holding room as it frees) and backfill.
+        self.reserved_room = Gauge(
+            "coscheduling_reserved_room", "Room held by reservations, by resource (cpu in "
+            "cores).", ("resource",))
+        self.reservation_idle_core_seconds = Counter(
+            "coscheduling_reservation_idle_core_seconds_total",
+            "Core-seconds reserved for gangs and not used meanwhile: the price of reserving.")
+        self.reservation_duration = Histogram(
+            "coscheduling_reservation_duration_seconds",
+            "How long reservations lasted, by how they ended.", ("outcome",),
+            exponential_buckets(0.5, 2, 16))
+        self.reservations = Gauge(
+            "coscheduling_reservations", "Gangs holding a reservation.")
+        self.backfilled_pods = Counter(
+            "coscheduling_backfilled_pods_total",
+            "Pods placed into reserved room because they end before the reservation "
+            "completes.")
         self.all: list[_Metric] = [
+            self.reserved_room, self.reservation_idle_core_seconds, self.reservation_duration,
+            self.reservations, self.backfilled_pods,
             self.queue_deserved, self.queue_allocated, self.queue_gangs, self.queue_reclaims,
             self.schedule_attempts, self.attempt_duration, self.pending_pods,
             self.extension_point_duration, self.permit_wait_duration, self.pods_bound,

@@ -11,7 +11,8 @@ from coscheduling.groups.source import GroupApi, StatusInput
 
 
 def _shape(status: StatusInput) -> dict[str, Any]:
-    return status.status
+    """As built; a reservation that ended is removed (null, in the merge patch)."""
+    return {"reservation": None, **status.status}
 
 
 API = GroupApi(title=f"PodGroup ({GROUP_API}/{GROUP_VERSION})", group=GROUP_API,

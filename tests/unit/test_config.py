@@ -32,8 +32,9 @@ def test_defaults() -> None:
             "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}.items() \
         <= config.plugins.score.items()
     assert config.plugins.pre_filter[0] == "UnsupportedFields"
-    assert config.plugin_args["Coscheduling"] == {"defaultMaxScheduleSeconds": 60.0,
-                                                  "freezeSeconds": 20.0}
+    assert config.plugin_args["Coscheduling"] == {
+        "defaultMaxScheduleSeconds": 60.0, "freezeSeconds": 20.0,
+        "maxReservationSeconds": 1800.0, "maxReservationsPerQueue": 1}
     assert config.leader_election.lease_duration == 15
     assert (config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds) == (1, 10)
 

@@ -201,14 +201,23 @@ def _check_no_stall(sim: SimCluster, gangs: dict[str, tuple[int, int]],
                     labels: dict[str, dict[str, str]]) -> None:
     """If some pending gang would fit in today's free room on its own (inside one domain,
     for a Required gang), something is wrong: the scheduler stopped while it could still
-    place a gang (a deadlock or lost wake-up)."""
-    free = {}
+    place a gang (a deadlock or lost wake-up). Room reserved for the gang first in line is
+    not free for the others."""
+    free: dict[str, int] = {}
+    reserved: dict[str, dict[str, int]] = {}  # gang -> node -> cpu held for it
     for info in sim.scheduler.cache.nodes():
         assert info.node is not None
         free[info.name] = info.node.allocatable.get("cpu", 0) - info.requested.get("cpu", 0)
+        for key, claim in info.claims.items():
+            if "~reserved~" in key:
+                gang = key.split("/", 1)[1].split("~", 1)[0]
+                reserved.setdefault(gang, {})[info.name] = claim.requests.get("cpu", 0)
+                free[info.name] -= claim.requests.get("cpu", 0)
     for g, (size, cpu) in gangs.items():
         if sim.bound_in_group(g):
             continue
+        own = reserved.get(g, {})
+        free_for_g = {n: room + own.get(n, 0) for n, room in free.items()}
         pools: list[list[str]] = [list(free)]
         if g in topologies and topologies[g][0] == "Required":
             pools = []
@@ -216,7 +225,7 @@ def _check_no_stall(sim: SimCluster, gangs: dict[str, tuple[int, int]],
                 for value in {labels[n][key] for n in free if key in labels[n]}:
                     pools.append([n for n in free if labels[n].get(key) == value])
         for pool in pools:
-            slots = sum(free[n] // (cpu * 1000) for n in pool)
+            slots = sum(free_for_g[n] // (cpu * 1000) for n in pool)
             assert slots < size, f"gang {g} ({size}x{cpu} cpu) fits in {pool} but waits"
 
 

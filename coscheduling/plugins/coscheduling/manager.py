@@ -241,7 +241,7 @@ class GangManager:
         members in queue order; ``pod`` is tried first. ``counts`` are the group's counts
         taken in the same locked step.
         """
-        members = self._missing(pod, group, candidates, counts)
+        members = self.missing(pod, group, candidates, counts)
         if isinstance(members, str):
             return members
         why = self._place(group, members, select_node, counts)
@@ -267,7 +267,7 @@ class GangManager:
         gang.last_failure, gang.last_failure_at = why, self.handle.clock.now()
         return why
 
-    def _missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
+    def missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
                  counts: GangCounts) -> list[Pod] | str:
         """The members to place now (``pod`` first), or why the gang must wait for more."""
         if group.subgroups is not None:
@@ -311,7 +311,7 @@ class GangManager:
         same admission (every filter, the gang's topology) the gang gets anyway, so an
         eviction is never for nothing.
         """
-        members = self._missing(pod, group, candidates, counts)
+        members = self.missing(pod, group, candidates, counts)
         if isinstance(members, str) or not members:
             return ""
         self.handle.metrics.preemption_attempts.inc()

@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from cachetools import LRUCache
+
 from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import add_into
 from coscheduling.api.times import format_rfc3339
@@ -40,6 +42,7 @@ from coscheduling.plugins.coscheduling.manager import (
     GangCounts,
     GangManager,
 )
+from coscheduling.plugins.coscheduling.reservations import Reservations
 from coscheduling.plugins.coscheduling.status import (
     GroupView,
     build_status,
@@ -78,6 +81,11 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         self.shapes: dict[str, tuple[int, Any]] = {}
         self.policies = handle.gangs  # DRF's order between gangs, if the profile has it
         self.policies.give_back = self._give_back
+        self.reservations = Reservations(handle, self.manager.args, self.name,
+                                         self._reservation_complete)
+        self.policies.reservations = self.reservations.by_group
+        # Objects already warned about a malformed optional annotation: key -> message.
+        self._warned: LRUCache[str, str] = LRUCache(maxsize=100_000)
 
     # -- QueueSort -----------------------------------------------------------------------
     def sort_key(self, pod: Pod) -> tuple[Any, ...]:
@@ -116,10 +124,12 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         """The gates a member passes (its group exists, is valid, agrees with it, is not
         another owner's, is not waiting for victims or frozen); then the manager admits the
         gang, preempting or freezing it when it does not fit."""
+        self.reservations.lend(pod)
         group_key = pod.group_key
+        group = self.handle.groups.podgroup(group_key) if group_key else None
+        self._warn_annotations(pod, group)
         if not group_key:
             return SUCCESS
-        group = self.handle.groups.podgroup(group_key)
         if group is None:
             return Status.unschedulable(missing_message(pod.membership, pod.namespace))
         refusal = self._refusal(pod, group)
@@ -137,11 +147,48 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
             key=self.sort_key,
         )
         preemption = self.preemption if self._may_preempt(pod, candidates) else None
-        why = manager.try_admit(pod, group, self._select_node, candidates, counts, preemption)
+        why = self._admit(pod, group, candidates, counts, preemption)
         if why:
             return Status.unschedulable(f'PodGroup "{group_key}": {why}')
         self.handle.activator.activate(p.key for p in candidates)
         return SUCCESS
+
+    def _admit(self, pod: Pod, group: PodGroup, candidates: list[Pod], counts: GangCounts,
+               preemption: Preemption | None) -> str:
+        """The gang's admission, from its reservation's room when it has one; a gang that
+        does not fit (and preempts nothing) reserves room if it is first in line."""
+        manager, reservations = self.manager, self.reservations
+        reservations.lend_own(group.key)
+        why = manager.try_admit(pod, group, self._select_node, candidates, counts, preemption)
+        if not why:
+            reservations.release(group.key, "placed")
+            reservations.forget(group.key)
+            return ""
+        members = manager.missing(pod, group, candidates, counts)
+        if why.startswith(WAITING_FOR_MEMBERS) or manager.state(group.key).preempting \
+                or isinstance(members, str):
+            reservations.restore(group.key)
+            return why
+        held = reservations.consider(group, members)
+        return f"{why}; reserved: {held}" if held else why
+
+    def _reservation_complete(self, group_key: str) -> None:
+        """Everything the gang needs is held: it is tried at once."""
+        self.manager.thaw(group_key)
+        self.handle.activator.activate(
+            p.key for p in self.handle.cache.group_pods(group_key) if not p.node_name)
+
+    def _warn_annotations(self, pod: Pod, group: PodGroup | None) -> None:
+        """A malformed expected runtime counts as unknown; the owner hears why, once."""
+        status = self.handle.status
+        if pod.runtime_error and self._warned.get(pod.key) != pod.runtime_error:
+            self._warned[pod.key] = pod.runtime_error
+            status.pod_event(pod, "Warning", "InvalidAnnotation", pod.runtime_error)
+        if group is not None and group.warnings:
+            message = "; ".join(group.warnings)
+            if self._warned.get(f"group {group.key}") != message:
+                self._warned[f"group {group.key}"] = message
+                status.group_event(group, "Warning", "InvalidAnnotation", message)
 
     def _refusal(self, pod: Pod, group: PodGroup) -> Status | None:
         """Why ``pod`` may not be a member of ``group`` at all (None: it may)."""
@@ -235,7 +282,9 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     # -- Reserve -------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        return SUCCESS  # the scheduler's assume holds the room; claims are already in place
+        """The scheduler's assume holds the room; claims are already in place."""
+        self.reservations.placed(pod, node_name)
+        return SUCCESS
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """A member failed before its gang was released: the whole attempt is undone."""
@@ -291,6 +340,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         return counts.members < group.min_member <= counts.members + gated
 
     def capacity_freed(self, exclude: str = "") -> list[str]:
+        self.reservations.settle()  # room that freed on reserved nodes is held first
         for group_key in list(self.awaiting_admission):  # their minResources may fit now
             self.handle.status.group_changed(group_key)
         return self.manager.unfreeze_all(exclude)
@@ -302,6 +352,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         shape = (group.min_member, group.subgroups)
         if self.shapes.get(group.key, shape) != shape:
             self.manager.thaw(group.key)
+            self.reservations.forget(group.key)
         self.shapes[group.key] = shape
         counts = self.manager.counts(group.key)
         if counts.waiting and self.manager.enough(group, READY):
@@ -312,6 +363,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         self.awaiting_admission.discard(group_key)
         self.admitted.discard(group_key)
         self.shapes.pop(group_key, None)
+        self.reservations.release(group_key, "deleted")
+        self.reservations.forget(group_key)
         self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
         self.manager.forget_group(group_key)
         return [group_key]
@@ -351,6 +404,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         if released:
             self.handle.activator.capacity_freed()
         expired = [key for key, _ in self.manager.expire(now)]
+        expired += self._expire_reservations(now)
         thawed = self.manager.expire_frozen()
         for key in thawed:
             self.handle.status.group_changed(key)
@@ -359,6 +413,22 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         metrics.gangs_waiting.set(float(len(waiting)))
         metrics.gangs_frozen.set(float(len(self.manager.frozen_keys())))
         return expired + thawed
+
+    def _expire_reservations(self, now: float) -> list[str]:
+        """Reservations past maxReservationSeconds let their room go; the gang waits
+        without one."""
+        self.reservations.settle()
+        keys = []
+        for reservation in self.reservations.expire(now):
+            group = self.handle.groups.podgroup(reservation.group_key)
+            if group is not None:
+                self.handle.status.group_event(
+                    group, "Normal", "ReservationExpired",
+                    f"the reservation ran out after {round(now - reservation.since)}s "
+                    f"({reservation.describe()}); its room is free again and the gang waits "
+                    "without one")
+            keys.append(reservation.group_key)
+        return keys
 
     # -- status ----------------------------------------------------------------------------
     def status_of(self, group_key: str) -> StatusInput | None:
@@ -387,6 +457,8 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
                 timeout=manager.timeout_for(group),
                 holds=manager.holds.of(group_key),
                 short=manager.shortfall(group),
+                reservation=self.reservations.of(group_key),
+                reservation_expired=group_key in self.reservations.expired,
             )
             status = build_status(view)
             api = api_for(group)

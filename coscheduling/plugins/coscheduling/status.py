@@ -16,6 +16,7 @@ from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import format_units
 from coscheduling.api.times import format_duration, format_rfc3339
 from coscheduling.plugins.coscheduling.manager import WAITING_FOR_MEMBERS
+from coscheduling.plugins.coscheduling.reservations import UNKNOWN
 from coscheduling.plugins.coscheduling.subgroups import status_counts
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.plugins.coscheduling.holds import Hold
     from coscheduling.plugins.coscheduling.manager import GangCounts, GangState
+    from coscheduling.plugins.coscheduling.reservations import Reservation
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class GroupView:
     holds: Sequence[Hold] = ()
     # Which subgroups cannot reach their minMember with the members that exist ("": none).
     short: str = ""
+    # The room held for the gang while it is first in line, and whether it ran out.
+    reservation: Reservation | None = None
+    reservation_expired: bool = False
 
 
 def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, str]:
@@ -120,21 +125,64 @@ def _waiting_conditions(view: GroupView, phase: str) -> list[dict[str, str]]:
     return conditions
 
 
+PLACED_PHASES = (pg.PHASE_SCHEDULED, pg.PHASE_RUNNING, pg.PHASE_FINISHED)
+
+
 def gang_conditions(view: GroupView, phase: str, tally: Tally) -> list[dict[str, str]]:
     """The PodGroup's conditions, with numbers."""
-    if phase in (pg.PHASE_SCHEDULED, pg.PHASE_RUNNING, pg.PHASE_FINISHED):
+    if phase in PLACED_PHASES:
         placed = max(tally.released, tally.bound + tally.succeeded)
         conditions = [_condition(
             "Scheduled", True, "GangReleased",
             f"minMember {view.group.min_member} reached: {placed} members placed")]
     else:
         conditions = _waiting_conditions(view, phase)
+    reserved = _reserved_condition(view, phase)
+    if reserved is not None:
+        conditions.append(reserved)
     if view.holds:
         conditions.append(_condition(
             "ReplacementHeld", True, "MemberLost", "; ".join(
                 f"room of {h.lost} held on node {h.node} for a new member until "
                 f"{format_rfc3339(h.until)}" for h in view.holds)))
     return conditions
+
+
+def _reserved_condition(view: GroupView, phase: str) -> dict[str, str] | None:
+    """Reserved: what is held against what is needed, and the estimated start."""
+    reservation = view.reservation
+    if reservation is not None:
+        estimate = reservation.estimate
+        when = (f"; estimated start {format_rfc3339(estimate)}" if estimate != UNKNOWN
+                else "; the start cannot be estimated (running pods of unknown runtime)")
+        if reservation.complete:
+            when = "; complete, the gang is being placed"
+        return _condition("Reserved", True, "FirstInLine",
+                          f"{reservation.describe()} until "
+                          f"{format_rfc3339(reservation.until)}{when}")
+    if view.reservation_expired and phase not in PLACED_PHASES:
+        return _condition("Reserved", False, "ReservationExpired",
+                          "the reservation ran out (maxReservationSeconds); the gang waits "
+                          "without one")
+    return None
+
+
+def reservation_status(reservation: Reservation) -> dict[str, Any]:
+    """status.reservation: per node, what is held against what its members need."""
+    found: dict[str, Any] = {
+        "since": format_rfc3339(reservation.since),
+        "expiresAt": format_rfc3339(reservation.until),
+        "nodes": [{"node": t.node, "members": len(t.members), "held": fmt_amounts(t.held),
+                   "needed": fmt_amounts(t.need)}
+                  for t in sorted(reservation.targets.values(), key=lambda t: t.node)],
+    }
+    if reservation.estimate != UNKNOWN:
+        found["estimatedStart"] = format_rfc3339(reservation.estimate)
+    return found
+
+
+def fmt_amounts(amounts: Mapping[str, int]) -> dict[str, str]:
+    return {r: format_units(r, v) for r, v in sorted(amounts.items())}
 
 
 def build_status(view: GroupView) -> dict[str, Any]:
@@ -152,6 +200,8 @@ def build_status(view: GroupView) -> dict[str, Any]:
         status["occupiedBy"] = occupant
     if view.group.subgroups is not None:
         status["subGroups"] = status_counts(view.group, view.members)
+    if view.reservation is not None:
+        status["reservation"] = reservation_status(view.reservation)
     return status
 
 

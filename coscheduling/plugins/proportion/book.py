@@ -110,6 +110,7 @@ def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
             ledger.pending += 1
             ledger.waiting_gangs.append(group_key)
             add_into(ledger.asked, gang_need(group, members))
+    _add_reservations(handle, ledgers)
     for ledger in ledgers.values():
         add_into(used, ledger.allocated, -1)
     for resource, outside in used.items():
@@ -122,6 +123,26 @@ def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
     for name, deserved in shares.items():
         ledgers[name].deserved = deserved
     return Book(capacity, ledgers)
+
+
+def _add_reservations(handle: Handle, ledgers: Mapping[str, QueueLedger]) -> None:
+    """Room reserved for a gang counts toward its queue's share as allocated, and is no
+    longer asked for."""
+    reserved = handle.gangs.reservations() if handle.gangs.reservations is not None else {}
+    for queue_name, held in reserved.values():
+        ledger = ledgers.get(queue_name)
+        if ledger is not None:
+            add_into(ledger.allocated, dict(held))
+            for resource, amount in held.items():
+                if resource in ledger.asked:
+                    ledger.asked[resource] = max(0, ledger.asked[resource] - amount)
+
+
+def reserved_for(handle: Handle, group_key: str) -> dict[str, int]:
+    """What the gang's own reservation holds (its admission does not count it twice)."""
+    reserved = handle.gangs.reservations() if handle.gangs.reservations is not None else {}
+    found = reserved.get(group_key)
+    return dict(found[1]) if found is not None else {}
 
 
 def as_pending(book: Book, queue_name: str, gangs: Iterable[str]) -> Book:

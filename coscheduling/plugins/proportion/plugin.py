@@ -31,6 +31,7 @@ from coscheduling.plugins.proportion.book import (
     fmt,
     gang_need,
     known_queue,
+    reserved_for,
 )
 from coscheduling.plugins.proportion.reclaim import reclaimable_units
 from coscheduling.preemption.evaluator import gang_preemptor, gang_priority
@@ -62,6 +63,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         # The gang plugin's preemption may reclaim what queues over their share borrowed.
         handle.gangs.reclaimable = self.reclaimable
         handle.gangs.reclaimed = self.reclaimed
+        handle.gangs.may_reserve = self.may_reserve
         # Gangs activated for room given back and not tried since: the next room given
         # back goes to the gangs after them.
         self._offered: set[str] = set()
@@ -92,7 +94,9 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
             if why:
                 return Status.unschedulable(f'PodGroup "{group.key}": {why}', plugin=self.name)
             return SUCCESS
-        why = self.why_waiting(group.queue, gang_need(group, members))
+        need = gang_need(group, members)
+        add_into(need, reserved_for(self.handle, group.key), -1)
+        why = self.why_waiting(group.queue, {r: v for r, v in need.items() if v > 0})
         if why:
             return Status.unschedulable(f'PodGroup "{group.key}": {why}', plugin=self.name)
         return SUCCESS
@@ -152,6 +156,13 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
             takers.append(key)
         self._offered.update(takers)
         return takers
+
+    def may_reserve(self, group_key: str, queue_name: str, more: Mapping[str, int]) -> bool:
+        """A reservation grows only as a gang of its queue could start: within the queue's
+        share, or into room no queue below its own share asks for."""
+        if not self._shared() or known_queue(self.queues, queue_name) is None:
+            return True
+        return not self.why_waiting(queue_name, more)
 
     def why_waiting(self, queue_name: str, need: Mapping[str, int]) -> str:
         """Why a pending gang of ``queue_name`` needing ``need`` waits ("" if it may go)."""
