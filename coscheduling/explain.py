@@ -76,6 +76,26 @@ def _queue_line(client: KubeClient, name: str) -> str:
             f'running {status.get("running", 0)}')
 
 
+def _reservation_lines(reservation: object) -> list[str]:
+    """Room held for the gang first in line: per node, held against needed; when it runs
+    out, and when the gang is expected to start."""
+    if not isinstance(reservation, dict) or not reservation.get("nodes"):
+        return []
+    start = reservation.get("estimatedStart")
+    lines = [f"Reservation since {reservation.get('since', '-')}, until "
+             f"{reservation.get('expiresAt', '-')}; estimated start: "
+             + (start or "unknown (running pods of unknown runtime)")]
+
+    def amounts(node: dict[str, Any]) -> str:
+        held, needed = node.get("held") or {}, node.get("needed") or {}
+        return ", ".join(f"{r} {held.get(r, '0')}/{v}" for r, v in sorted(needed.items()))
+
+    lines += _table([["NODE", "MEMBERS", "HELD/NEEDED"]] + [
+        [str(n.get("node", "")), str(n.get("members", "")), amounts(n)]
+        for n in reservation["nodes"] if isinstance(n, dict)])
+    return lines
+
+
 def _find(client: KubeClient, namespace: str, name: str,
           tag: str) -> tuple[PodGroup, dict[str, Any], str] | str:
     """The group object a gang key names (record, status, kind's title), or why none."""
@@ -124,6 +144,7 @@ def _explain(client: KubeClient, group: PodGroup, status: dict[str, Any], title:
                  f", succeeded {status.get('succeeded', 0)}, failed {status.get('failed', 0)}"
                  + (f"; attempt started {status['scheduleStartTime']}"
                     if status.get("scheduleStartTime") else ""))
+    lines += _reservation_lines(status.get("reservation"))
     conditions = status.get("conditions") or []
     if conditions:
         lines.append("Conditions:")

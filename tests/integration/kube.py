@@ -210,7 +210,11 @@ class InvariantWatcher:
 
     def _observe(self, obj: dict[str, Any], judge_gang: bool = True) -> None:
         pod = parse_pod(obj)
-        if not pod.node_name or pod.terminal:
+        if pod.terminal:  # a finished pod's room is free again (kube-scheduler's view too)
+            with self._lock:
+                self._bound.pop(pod.key, None)
+            return
+        if not pod.node_name:
             return
         with self._lock:
             self.events += 1

@@ -275,6 +275,8 @@ class Reservations:
 
     def _hold(self, reservation: Reservation, target: Target, held: dict[str, int]) -> None:
         cache = self.handle.cache
+        if held != target.held:
+            self.handle.status.group_changed(reservation.group_key)
         target.held = held
         if not any(v for r, v in held.items() if r != PODS):
             cache.drop_claim(target.key)
@@ -294,6 +296,7 @@ class Reservations:
         if reservation is None:
             return None
         self._drop_placeholders(reservation)
+        self.handle.status.group_changed(group_key)
         metrics = self.handle.metrics
         metrics.reservation_duration.observe(
             max(0.0, self.handle.clock.now() - reservation.since), outcome)
