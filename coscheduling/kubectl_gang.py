@@ -172,7 +172,8 @@ def _whatif(args: argparse.Namespace) -> int:
     with channel_for(address, args.ca, args.cert, args.key) as channel:
         answer = rpc(channel, "Simulate")(request, timeout=args.timeout)
     if args.output == "json":
-        print(json.dumps(MessageToDict(answer, preserving_proto_field_name=True), indent=2))
+        print(json.dumps(MessageToDict(answer, preserving_proto_field_name=True,
+                                       always_print_fields_with_no_presence=True), indent=2))
     else:
         print(describe(answer))
     return 0

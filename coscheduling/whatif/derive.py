@@ -13,7 +13,7 @@ Job (a Volcano PodGroup, per-task minimums as minTaskMember).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,8 @@ class Derived:
     namespace: str
     pods: list[Json]
     group: Json | None = None
+    # The workload's name (a group made for it is named after it).
+    name: str = ""
     group_key: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -100,6 +102,7 @@ def derive(data: bytes, default_namespace: str = "default") -> Derived:
         named = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in workloads)
         raise ManifestError("manifest", f"one workload per what-if, got {named}")
     derived = _workload(workloads, namespace)
+    derived.name = workloads[0]["metadata"]["name"]
     _attach_group(derived, groups)
     for pod in derived.pods:
         pod["metadata"]["namespace"] = namespace
@@ -243,7 +246,7 @@ def _attach_group(derived: Derived, groups: list[Json]) -> None:
         if groups:
             raise ManifestError("metadata.labels", f"the pods name no group; label them "
                                 f"{GROUP_LABEL}: <the PodGroup's name>")
-        name = f"{derived.pods[0]['metadata']['name']}-whatif"
+        name = f"{derived.name or derived.pods[0]['metadata']['name']}-whatif"
         for pod in derived.pods:
             pod["metadata"].setdefault("labels", {})[GROUP_LABEL] = name
         derived.group = {"apiVersion": OURS_API, "kind": "PodGroup",
@@ -311,7 +314,3 @@ def _count(obj: Json, path: str, default: int, shown: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ManifestError(shown or path, f"must be an integer >= 0, got {value!r}")
     return value
-
-
-def pod_names(pods: Iterable[Json]) -> list[str]:
-    return [p["metadata"]["name"] for p in pods]
