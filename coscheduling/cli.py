@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the scheduler against a cluster")
     run.add_argument("--kubeconfig", help="kubeconfig file (default: the config file's, else "
-                     "the in-cluster service account)")
+                     "$KUBECONFIG, ~/.kube/config, then the in-cluster service account)")
     run.add_argument("--config", help="SchedulerConfiguration YAML file (default: built-in)")
     run.add_argument("-v", type=int, default=0, help="log verbosity (0 info, 1+ debug)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
