@@ -191,3 +191,14 @@ def test_helm_install_creates_every_object(helm: Path, local_cluster: LocalClust
     finally:
         run(helm, "uninstall", "coscheduling", "-n", namespace, "--kubeconfig", kubeconfig,
             "--wait", check=False)
+
+
+def test_alerts_and_dashboard_render(helm: Path) -> None:
+    objects = render(helm, "monitoring", "metrics.prometheusRule.enabled=true",
+                     "metrics.grafanaDashboard.enabled=true")
+    rule = next(o for o in objects if o["kind"] == "PrometheusRule")
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {"CoschedulingGangsPendingTooLong", "CoschedulingReservationsIdle",
+            "CoschedulingQueueOverShare"} <= alerts
+    dashboard = next(o for o in objects if o["metadata"]["name"] == "coscheduling-dashboard")
+    assert json.loads(dashboard["data"]["coscheduling.json"])["panels"]
