@@ -1,4 +1,11 @@
-"""The ``coscheduling`` command."""
+"""coscheduling: an all-or-nothing gang scheduler for Kubernetes.
+
+Run it against a cluster (run, or serve for a caller that binds), ask why a gang waits
+(explain), show or check its configuration (config), start a local control plane
+(localcluster), and call its gRPC server (call). Credentials are found as kubectl finds
+them: --kubeconfig, $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
+See also the kubectl plugin: kubectl gang list|explain|whatif.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from collections.abc import Sequence
 import yaml
 
 from coscheduling.cluster.client import ApiError
+from coscheduling.cluster.kubeconfig import CredentialsError
 from coscheduling.config import ConfigError
 from coscheduling.config.load import dump_defaults
 from coscheduling.process import load_config
@@ -22,13 +30,19 @@ def _run(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from coscheduling.cluster.client import ClientSettings, KubeClient
+    from coscheduling.cluster.kubeconfig import context_namespace, kubectl_kubeconfig
     from coscheduling.explain import explain
 
-    namespace, sep, name = args.group.partition("/")
-    if not sep or not namespace or not name:
-        print("coscheduling explain: give the group as NAMESPACE/NAME", file=sys.stderr)
+    kubeconfig = kubectl_kubeconfig(args.kubeconfig or "")
+    namespace, sep, name = args.group.rpartition("/")
+    if not sep:
+        namespace, name = args.namespace or context_namespace(
+            kubeconfig, args.context or "") or "default", args.group
+    if not namespace or not name:
+        print("coscheduling explain: give the group as NAMESPACE/NAME (or NAME with -n)",
+              file=sys.stderr)
         return 2
-    client = KubeClient(ClientSettings(kubeconfig=args.kubeconfig or ""))
+    client = KubeClient(ClientSettings(kubeconfig=kubeconfig, context=args.context or ""))
     print(explain(client, namespace, name))
     return 0
 
@@ -43,12 +57,13 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="coscheduling", description=__doc__)
+    parser = argparse.ArgumentParser(prog="coscheduling", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the scheduler against a cluster")
     run.add_argument("--kubeconfig", help="kubeconfig file (default: the config file's, else "
-                     "the in-cluster service account)")
+                     "$KUBECONFIG, ~/.kube/config, then the in-cluster service account)")
     run.add_argument("--config", help="SchedulerConfiguration YAML file (default: built-in)")
     run.add_argument("-v", type=int, default=0, help="log verbosity (0 info, 1+ debug)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
@@ -60,8 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     explain = sub.add_parser("explain", help="why a PodGroup is where it is")
-    explain.add_argument("group", help="NAMESPACE/NAME")
-    explain.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster)")
+    explain.add_argument("group", help="NAMESPACE/NAME, or NAME with -n")
+    explain.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, "
+                         "~/.kube/config, then the in-cluster service account)")
+    explain.add_argument("--context", help="the kubeconfig context to use")
+    explain.add_argument("-n", "--namespace", help="namespace (default: the context's)")
     explain.set_defaults(func=_explain)
 
     config = sub.add_parser("config", help="show the defaults or validate a config file")
@@ -91,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"coscheduling: invalid configuration: {err}", file=sys.stderr)
         return 2
-    except ApiError as err:
+    except (ApiError, CredentialsError) as err:
         print(f"coscheduling: {err}", file=sys.stderr)
         return 1
     return code

@@ -134,6 +134,39 @@ def _from_kubeconfig(kubeconfig: str, context: str) -> Endpoint:
                      user, user_dir, f"users[{user_name}].user")
 
 
+def kubectl_kubeconfig(flag: str = "", environ: Mapping[str, str] | None = None,
+                       home: Path | None = None) -> str:
+    """The kubeconfig kubectl would use: ``--kubeconfig``, else ``$KUBECONFIG`` (a list of
+    files), else ``~/.kube/config`` when it exists; "" means the in-cluster service account.
+    A person types the same flags to this scheduler's commands as to kubectl."""
+    environ = os.environ if environ is None else environ
+    if flag:
+        return flag
+    if environ.get("KUBECONFIG"):
+        return environ["KUBECONFIG"]
+    default = (home if home is not None else Path.home()) / ".kube" / "config"
+    return str(default) if default.is_file() else ""
+
+
+def context_namespace(kubeconfig: str, context: str = "") -> str:
+    """The namespace a kubeconfig's context (its current one, or ``context``) names, as
+    kubectl defaults ``-n`` to it; "" when it names none (or there is no kubeconfig: in a
+    pod, kubectl uses the pod's own namespace, read from the service account)."""
+    if not kubeconfig:
+        namespace_file = SERVICE_ACCOUNT_DIR / "namespace"
+        return namespace_file.read_text().strip() if namespace_file.is_file() else ""
+    paths = [Path(p) for p in kubeconfig.split(os.pathsep) if p]
+    merged = _merge([p for p in paths if p.exists()] or paths[:1])
+    name = context or merged.current_context
+    if not name:
+        return ""
+    try:
+        ctx, _ = merged.find("contexts", name, "context")
+    except ConfigError as err:
+        raise CredentialsError(str(err)) from err
+    return str(ctx.get("namespace") or "")
+
+
 def in_cluster_endpoint(environ: Mapping[str, str], account: Path) -> Endpoint:
     """The API server a pod reaches through the ``kubernetes`` Service, as its service
     account (token re-read as the kubelet rotates it)."""

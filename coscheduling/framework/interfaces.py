@@ -4,8 +4,8 @@ in :mod:`coscheduling.framework.handle`)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from coscheduling.framework.cycle_state import CycleState
@@ -187,3 +187,31 @@ class GangReporter(Plugin):
     @abstractmethod
     def summary(self, group_key: str) -> GangSummary | None:
         """None when the group is unknown to it; call under the cache lock."""
+
+
+@dataclass(frozen=True)
+class GangTrial:
+    """What would become of a gang that does not exist (yet), as its admission would decide
+    it on the cluster as it is: nothing is claimed, frozen or evicted by a trial."""
+
+    fits: bool
+    # Member pod key -> the node its admission would claim (empty when it does not fit).
+    nodes: Mapping[str, str] = field(default_factory=dict)
+    # The topology domain it would go to ("" when it has no spec.topology, or no fit).
+    domain: str = ""
+    # The pods it would evict first, and whether they are taken back by its queue (reclaim)
+    # rather than preempted for priority.
+    victims: tuple[Pod, ...] = ()
+    reclaim: bool = False
+    # Why it does not fit now ("" when it does).
+    reason: str = ""
+
+
+class GangSimulator(Plugin):
+    """A plugin that can try a gang's admission without acting on it (the what-if)."""
+
+    @abstractmethod
+    def trial(self, group: PodGroup, members: Sequence[Pod], *, preempt: bool) -> GangTrial:
+        """The gang of ``members`` (in the cache and listers for the call only) against the
+        cluster as the cache shows it; with ``preempt``, also which victims would let it
+        in. Call under the cache lock; leaves no claim, freeze or gang state behind."""

@@ -34,6 +34,7 @@ __all__ = [
     "binary_dirs",
     "cache_dir",
     "ensure_binaries",
+    "ensure_helm",
     "exclusive_lock",
     "find_go",
     "kubernetes_ldflags",
@@ -299,3 +300,22 @@ def _build(go: str, target: _Target, log: Log) -> None:
         partial.unlink(missing_ok=True)
     log(f"built {what} in {time.monotonic() - started:.0f}s -> {target.out}")
 
+
+
+HELM_MODULE = "helm.sh/helm/v3"
+HELM_VERSION = required_version(GOMOD_DIR / "helm" / "go.mod", HELM_MODULE)
+
+
+def ensure_helm(log: Log = _default_log) -> Path:
+    """The helm client (for the chart's tests), built once from Go modules like the control
+    plane: no release archive is downloaded."""
+    out = cache_dir() / "bin" / f"helm-v{HELM_VERSION}" / "helm"
+    if _is_built(out):
+        return out
+    go = find_go(f"helm v{HELM_VERSION}", out.parent)
+    stamp = f"-s -w -X {HELM_MODULE}/internal/version.version=v{HELM_VERSION}"
+    target = _Target("helm", f"{HELM_MODULE}/cmd/helm", "helm", HELM_VERSION, out, stamp)
+    with exclusive_lock(cache_dir() / "bin" / ".build.lock", log):
+        if not _is_built(out):
+            _build(go, target, log)
+    return out

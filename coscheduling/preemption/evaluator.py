@@ -84,7 +84,19 @@ class Preemption:
     def for_gang(self, group: PodGroup, members: Sequence[Pod],
                  place: Callable[[], str]) -> Victims | None:
         """Victims that let every missing member of the gang in, as ``place`` (the gang's
-        own admission, which claims on success) would place them; None if none do."""
+        own admission, which claims on success) would place them; None if none do. Victims
+        its queue reclaims are announced (events, a metric) here."""
+        found, reclaim = self.search_gang(group, members, place)
+        policies = self.handle.gangs
+        if found is not None and reclaim and policies.reclaimed is not None:
+            policies.reclaimed(group, found)
+        return found
+
+    def search_gang(self, group: PodGroup, members: Sequence[Pod],
+                    place: Callable[[], str]) -> tuple[Victims | None, bool]:
+        """The search of :meth:`for_gang` alone, acting on nothing (a what-if asks it too):
+        (victims or None, whether they are reclaimed by the gang's queue rather than
+        preempted for priority)."""
         cache = self.handle.cache
 
         def fits() -> bool:
@@ -97,13 +109,13 @@ class Preemption:
         everyone = [*members, *(p for p in cache.group_pods(group.key) if p.node_name)]
         units = self.units(self.gang_priority(group, everyone), group.key)
         found = choose(cache, units, fits, self.violations) if units else None
+        if found is not None:
+            return found, False
         policies = self.handle.gangs
-        if found is None and policies.reclaimable is not None:
+        if policies.reclaimable is not None:
             units = policies.reclaimable(group, members)
             found = choose(cache, units, fits, self.violations) if units else None
-            if found is not None and policies.reclaimed is not None:
-                policies.reclaimed(group, found)
-        return found
+        return found, found is not None
 
 
 def preemptor_of(pod: Pod) -> str:

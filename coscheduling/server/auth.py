@@ -18,8 +18,12 @@ import grpc
 
 from coscheduling.server.wire import RequestError
 
-READ_ONLY_RPCS = frozenset({"Less", "Filter", "Score", "GetPodGroup", "WatchDecisions"})
+READ_ONLY_RPCS = frozenset({"Less", "Filter", "Score", "GetPodGroup", "WatchDecisions",
+                            "Simulate"})
 MUTATING_RPCS = frozenset({"PreFilter", "Reserve", "Unreserve", "Permit", "PostBind"})
+LEADER_ONLY_RPCS = MUTATING_RPCS | {"Simulate"}
+"""Calls only the leader answers: those that change state, and the what-if (a standby's
+cache has none of the leader's claims or waiting gangs, so its answer would be wrong)."""
 ANY_CLIENT = "*"  # any certificate the client CA signed
 
 _IDENTITY_KEYS = ("x509_subject_alternative_name", "x509_common_name")

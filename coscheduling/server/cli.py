@@ -31,7 +31,7 @@ from coscheduling.server.servicer import SUBSCRIBED_METADATA
 
 if TYPE_CHECKING:
     from coscheduling.cluster.leaderelection import LeaderElector
-    from coscheduling.config.types import GrpcPolicy
+    from coscheduling.config.types import GrpcPolicy, SchedulerConfig
     from coscheduling.service import SchedulerService
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ RPC_NAMES = {
     "reserve": "Reserve", "unreserve": "Unreserve", "permit": "Permit",
     "postbind": "PostBind", "watch": "WatchDecisions", "watchdecisions": "WatchDecisions",
     "podgroup": "GetPodGroup", "getpodgroup": "GetPodGroup", "health": "Health",
+    "simulate": "Simulate", "whatif": "Simulate",
 }
 
 
@@ -74,7 +75,8 @@ def add_parser(sub: Any) -> None:
     serve = sub.add_parser("serve", help="serve the scheduling extension points over gRPC, "
                                          "without a scheduling loop (the caller binds)")
     serve.add_argument("--kubeconfig", help="kubeconfig file (default: the config file's, "
-                                            "else the in-cluster service account)")
+                                            "else $KUBECONFIG, ~/.kube/config, then the "
+                                            "in-cluster service account)")
     serve.add_argument("--config", help="SchedulerConfiguration YAML file (default: built-in)")
     add_server_flags(serve)
     serve.add_argument("--grace", type=float, default=10.0,
@@ -101,6 +103,9 @@ def add_parser(sub: Any) -> None:
                                                   "names (default: all)")
     call.add_argument("--group", default="", metavar="NS/NAME",
                       help="GetPodGroup; WatchDecisions: only this group's decisions")
+    call.add_argument("--manifest", metavar="FILE", help="Simulate: the objects (YAML or "
+                      "JSON; '-': standard input)")
+    call.add_argument("--namespace", default="", help="Simulate: for objects naming none")
     call.add_argument("--count", type=int, default=0,
                       help="WatchDecisions: stop after this many (default: until stopped)")
     call.add_argument("--timeout", type=float, default=None,
@@ -155,7 +160,7 @@ def run_service(args: argparse.Namespace, *, command: str, loop: bool) -> int:
     config = load_config(args.config)
     try:
         settings = None if getattr(args, "no_grpc", False) else settings_from(args, config.grpc)
-        service = SchedulerService(config, kubeconfig=args.kubeconfig or "")
+        service = SchedulerService(config, kubeconfig=_kubeconfig(args, config))
     except (ValueError, ListenError, FaultError) as err:
         print(f"coscheduling {command}: {err}", file=sys.stderr)
         return 2
@@ -178,6 +183,16 @@ def run_service(args: argparse.Namespace, *, command: str, loop: bool) -> int:
         server.stop(getattr(args, "grace", 5.0)).wait()  # in-flight calls finish first
     service.stop()
     return code
+
+
+def _kubeconfig(args: argparse.Namespace, config: SchedulerConfig) -> str:
+    """--kubeconfig, else the configuration's clientConnection.kubeconfig, else kubectl's
+    order ($KUBECONFIG, ~/.kube/config), else "" (the in-cluster service account)."""
+    from coscheduling.cluster.kubeconfig import kubectl_kubeconfig
+
+    if args.kubeconfig or config.client_connection.kubeconfig:
+        return str(args.kubeconfig or "")
+    return kubectl_kubeconfig("")
 
 
 def _announce(service: SchedulerService, server: PluginServer | None, loop: bool) -> None:
@@ -303,7 +318,16 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "PostBind": _pod_node(pb.PostBindRequest),
     "WatchDecisions": _watch,
     "GetPodGroup": lambda a: pb.GetPodGroupRequest(group=_group(a, required=True)),
+    "Simulate": lambda a: pb.SimulateRequest(manifest=_manifest(a), namespace=a.namespace),
 }
+
+
+def _manifest(args: argparse.Namespace) -> bytes:
+    if not args.manifest:
+        raise UsageError("Simulate needs --manifest FILE")
+    if args.manifest == "-":
+        return sys.stdin.buffer.read()
+    return Path(args.manifest).read_bytes()
 
 
 def _read(path: str | None) -> bytes | None:

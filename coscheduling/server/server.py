@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coscheduling.server.auth import MUTATING_RPCS, UNIX_PREFIX, Authorizer, is_local
+from coscheduling.server.auth import LEADER_ONLY_RPCS, UNIX_PREFIX, Authorizer, is_local
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.servicer import SERVICE_NAME, SchedulingServicer
 from coscheduling.server.wire import RequestError, invalid, shown
@@ -127,7 +127,8 @@ class AlwaysLeading:
 def not_the_leader(leadership: Leadership) -> RequestError:
     return RequestError(grpc.StatusCode.UNAVAILABLE, "request",
                         f"not the leader; the leader is {leadership.leader() or 'unknown'}: "
-                        "call it (this replica answers read-only calls only)")
+                        "call it (this replica answers read-only calls only; Simulate needs the "
+                        "leader's claims)")
 
 
 @dataclass(frozen=True)
@@ -171,11 +172,11 @@ def _guard(method: Any, behavior: Callable[..., Any], authorizer: Authorizer,
     that call's status; the server never dies of it."""
     name = method.name
     request_name = method.input_type.full_name
-    mutating = name in MUTATING_RPCS
+    leader_only = name in LEADER_ONLY_RPCS
 
     def check(request: Any, context: Any) -> None:
         authorizer.check(name, context)
-        if mutating and not leadership.leading():
+        if leader_only and not leadership.leading():
             raise not_the_leader(leadership)
         if isinstance(request, _Undecodable):
             raise invalid("request", f"not a valid {request_name} message: {request.error}")

@@ -23,8 +23,10 @@ from coscheduling.framework.waiting import MAX_UNREAD
 from coscheduling.server.auth import Authorizer
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.remote import RemoteCycle, remote_cycles
+from coscheduling.server.whatif import answer_pb
 from coscheduling.server.wire import (
     RequestError,
+    invalid,
     node_name,
     not_found,
     object_key,
@@ -34,6 +36,8 @@ from coscheduling.server.wire import (
     resolve_nodes,
     status_pb,
 )
+from coscheduling.whatif.derive import ManifestError
+from coscheduling.whatif.simulate import NoSimulator, simulate
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
@@ -328,6 +332,19 @@ class SchedulingServicer:
                 timeouts=gang.timeouts, rejections=gang.rejections,
             )
         return response
+
+    def Simulate(self, request: Any, context: Any) -> pb.SimulateResponse:
+        """What-if (read-only): the scheduler's own admission, on a gang that does not
+        exist, under the cache lock; nothing it touches outlives the call."""
+        if not request.manifest:
+            raise invalid("manifest", "required: Kubernetes objects as YAML or JSON")
+        try:
+            answer = simulate(self._s, bytes(request.manifest), request.namespace)
+        except ManifestError as err:
+            raise invalid(f"manifest: {err.path}", str(err).partition(": ")[2]) from None
+        except NoSimulator as err:
+            raise precondition("manifest", str(err)) from None
+        return answer_pb(answer)
 
     def _gang_summary(self, key: str) -> GangSummary:
         for plugin in self._fw.instances.values():

@@ -421,3 +421,31 @@ def test_a_secret_sent_where_anyone_may_read_it_is_warned_of(
         assert "t0ps3cret" not in messages[0]  # the secret itself is never logged
     else:
         assert messages == []
+
+
+# -- kubectl's order of credentials (issue 29) --------------------------------------------
+def test_kubectl_order_of_kubeconfigs(tmp_path: Path) -> None:
+    from coscheduling.cluster.kubeconfig import kubectl_kubeconfig
+
+    home = tmp_path / "home"
+    assert kubectl_kubeconfig("", {}, home) == ""  # nothing found: in-cluster
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text("{}")
+    assert kubectl_kubeconfig("", {}, home) == str(home / ".kube" / "config")
+    assert kubectl_kubeconfig("", {"KUBECONFIG": "a:b"}, home) == "a:b"
+    assert kubectl_kubeconfig("flag", {"KUBECONFIG": "a:b"}, home) == "flag"
+
+
+def test_context_namespace_is_kubectls_default_namespace(tmp_path: Path) -> None:
+    from coscheduling.cluster.kubeconfig import context_namespace
+
+    config = tmp_path / "config"
+    config.write_text(yaml.safe_dump({
+        "current-context": "a",
+        "contexts": [{"name": "a", "context": {"cluster": "c", "namespace": "team-a"}},
+                     {"name": "b", "context": {"cluster": "c"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}]}))
+    assert context_namespace(str(config)) == "team-a"
+    assert context_namespace(str(config), "b") == ""
+    with pytest.raises(CredentialsError, match="contexts: no entry named 'nope'"):
+        context_namespace(str(config), "nope")

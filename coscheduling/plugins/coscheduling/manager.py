@@ -267,6 +267,21 @@ class GangManager:
         gang.last_failure, gang.last_failure_at = why, self.handle.clock.now()
         return why
 
+    def trial(self, pod: Pod, group: PodGroup, select_node: SelectNode,
+              candidates: Iterable[Pod]) -> tuple[list[Pod], str]:
+        """The admission of :meth:`admit` without its commit (a what-if): (the members it
+        placed, each holding a claim the caller drops; why it cannot, "" when it can)."""
+        counts = self.counts(group.key)
+        members = self.missing(pod, group, candidates, counts)
+        if isinstance(members, str):
+            return [], members
+        return members, self._place(group, members, select_node, counts)
+
+    def retry_placement(self, group: PodGroup, members: list[Pod],
+                        select_node: SelectNode) -> str:
+        """Place ``members`` again as :meth:`trial` did (after its claims were dropped)."""
+        return self._place(group, members, select_node, self.counts(group.key))
+
     def missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
                  counts: GangCounts) -> list[Pod] | str:
         """The members to place now (``pod`` first), or why the gang must wait for more."""

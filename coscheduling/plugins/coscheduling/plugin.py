@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
@@ -17,7 +17,9 @@ from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     FilterPlugin,
     GangReporter,
+    GangSimulator,
     GangSummary,
+    GangTrial,
     PermitPlugin,
     PostFilterPlugin,
     PreFilterPlugin,
@@ -64,7 +66,8 @@ def _uid(owner: str) -> str:
 
 
 class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
-                   ReservePlugin, PermitPlugin, ClusterEventsPlugin, GangReporter):
+                   ReservePlugin, PermitPlugin, ClusterEventsPlugin, GangReporter,
+                   GangSimulator):
     name = "Coscheduling"
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -244,6 +247,46 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
 
     def _select_node(self, pod: Pod) -> tuple[str | None, str]:
         return self.handle.runner.select_node(pod, skip_plugin=self.name)
+
+    # -- what-if -------------------------------------------------------------------------
+    def trial(self, group: PodGroup, members: Sequence[Pod], *, preempt: bool) -> GangTrial:
+        """The gang's admission as PreFilter would run it, then (with ``preempt``) the
+        victim search its preemption would run; every claim is dropped and the gang's state
+        forgotten before this returns, and nothing is evicted, frozen or announced."""
+        if not members:
+            return GangTrial(False, reason="no member pods")
+        manager, cache = self.manager, self.handle.cache
+        first, rest = members[0], list(members[1:])
+        placed: list[Pod] = []
+        try:
+            placed, why = manager.trial(first, group, self._select_node, rest)
+            if not why:
+                return self._trial_result(group, placed)
+            if not placed or not (preempt and self._may_preempt(first, rest)):
+                return GangTrial(False, reason=why)
+
+            def place() -> str:
+                return manager.retry_placement(group, placed, self._select_node)
+
+            victims, reclaim = self.preemption.search_gang(group, placed, place)
+            if victims is None:
+                return GangTrial(False, reason=why)
+            with cache.without(victims.pods):
+                if place():
+                    return GangTrial(False, reason=why)
+                found = self._trial_result(group, placed)
+            return dataclasses.replace(found, victims=victims.pods, reclaim=reclaim,
+                                       reason=why)
+        finally:
+            for member in placed:
+                cache.drop_claim(member.key)
+            manager.forget_group(group.key)
+
+    def _trial_result(self, group: PodGroup, placed: list[Pod]) -> GangTrial:
+        cache = self.handle.cache
+        domain = self.manager.domain_of(group.key)
+        return GangTrial(True, {m.key: cache.claimed_node(m.key) for m in placed},
+                         str(domain) if domain is not None else "")
 
     # -- Filter --------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:

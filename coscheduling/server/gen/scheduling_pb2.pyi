@@ -25,6 +25,15 @@ class MemberState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MEMBER_STATE_WAITING: _ClassVar[MemberState]
     MEMBER_STATE_ASSUMED: _ClassVar[MemberState]
     MEMBER_STATE_BOUND: _ClassVar[MemberState]
+
+class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERDICT_UNSPECIFIED: _ClassVar[Verdict]
+    FITS_NOW: _ClassVar[Verdict]
+    FITS_AFTER_PREEMPTION: _ClassVar[Verdict]
+    FITS_AFTER_RECLAIM: _ClassVar[Verdict]
+    FITS_WHEN_ROOM_FREES: _ClassVar[Verdict]
+    NEVER: _ClassVar[Verdict]
 CODE_SUCCESS: Code
 CODE_ERROR: Code
 CODE_UNSCHEDULABLE: Code
@@ -37,6 +46,12 @@ MEMBER_STATE_CLAIMED: MemberState
 MEMBER_STATE_WAITING: MemberState
 MEMBER_STATE_ASSUMED: MemberState
 MEMBER_STATE_BOUND: MemberState
+VERDICT_UNSPECIFIED: Verdict
+FITS_NOW: Verdict
+FITS_AFTER_PREEMPTION: Verdict
+FITS_AFTER_RECLAIM: Verdict
+FITS_WHEN_ROOM_FREES: Verdict
+NEVER: Verdict
 
 class Status(_message.Message):
     __slots__ = ("code", "reasons", "plugin")
@@ -284,3 +299,81 @@ class GetPodGroupResponse(_message.Message):
     rejections: int
     errors: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, group: _Optional[_Union[ObjectKey, _Mapping]] = ..., min_member: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., waiting: _Optional[int] = ..., bound: _Optional[int] = ..., claimed: _Optional[int] = ..., placed: _Optional[int] = ..., phase: _Optional[str] = ..., frozen_until: _Optional[float] = ..., attempt_deadline: _Optional[float] = ..., last_rejection_reason: _Optional[str] = ..., attempts: _Optional[int] = ..., timeouts: _Optional[int] = ..., rejections: _Optional[int] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SimulateRequest(_message.Message):
+    __slots__ = ("manifest", "namespace")
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    manifest: bytes
+    namespace: str
+    def __init__(self, manifest: _Optional[bytes] = ..., namespace: _Optional[str] = ...) -> None: ...
+
+class Placement(_message.Message):
+    __slots__ = ("pod", "node")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    pod: str
+    node: str
+    def __init__(self, pod: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
+
+class ResourceShortfall(_message.Message):
+    __slots__ = ("resource", "need", "free", "allocatable", "text")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NEED_FIELD_NUMBER: _ClassVar[int]
+    FREE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    need: int
+    free: int
+    allocatable: int
+    text: str
+    def __init__(self, resource: _Optional[str] = ..., need: _Optional[int] = ..., free: _Optional[int] = ..., allocatable: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
+
+class DomainShortfall(_message.Message):
+    __slots__ = ("domain", "fit_now", "fit_empty", "need")
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    FIT_NOW_FIELD_NUMBER: _ClassVar[int]
+    FIT_EMPTY_FIELD_NUMBER: _ClassVar[int]
+    NEED_FIELD_NUMBER: _ClassVar[int]
+    domain: str
+    fit_now: int
+    fit_empty: int
+    need: int
+    def __init__(self, domain: _Optional[str] = ..., fit_now: _Optional[int] = ..., fit_empty: _Optional[int] = ..., need: _Optional[int] = ...) -> None: ...
+
+class SimulateResponse(_message.Message):
+    __slots__ = ("verdict", "source", "group", "min_member", "pods", "placements", "domain", "victims", "reason", "need", "fit_now", "fit_empty", "shortfall", "domains", "nodes_needed", "notes")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MIN_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    VICTIMS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NEED_FIELD_NUMBER: _ClassVar[int]
+    FIT_NOW_FIELD_NUMBER: _ClassVar[int]
+    FIT_EMPTY_FIELD_NUMBER: _ClassVar[int]
+    SHORTFALL_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    NODES_NEEDED_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    verdict: Verdict
+    source: str
+    group: str
+    min_member: int
+    pods: int
+    placements: _containers.RepeatedCompositeFieldContainer[Placement]
+    domain: str
+    victims: _containers.RepeatedCompositeFieldContainer[ObjectKey]
+    reason: str
+    need: int
+    fit_now: int
+    fit_empty: int
+    shortfall: _containers.RepeatedCompositeFieldContainer[ResourceShortfall]
+    domains: _containers.RepeatedCompositeFieldContainer[DomainShortfall]
+    nodes_needed: str
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., source: _Optional[str] = ..., group: _Optional[str] = ..., min_member: _Optional[int] = ..., pods: _Optional[int] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., domain: _Optional[str] = ..., victims: _Optional[_Iterable[_Union[ObjectKey, _Mapping]]] = ..., reason: _Optional[str] = ..., need: _Optional[int] = ..., fit_now: _Optional[int] = ..., fit_empty: _Optional[int] = ..., shortfall: _Optional[_Iterable[_Union[ResourceShortfall, _Mapping]]] = ..., domains: _Optional[_Iterable[_Union[DomainShortfall, _Mapping]]] = ..., nodes_needed: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...

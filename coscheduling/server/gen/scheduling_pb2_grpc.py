@@ -87,6 +87,11 @@ class SchedulingStub:
                 request_serializer=coscheduling_dot_v1_dot_scheduling__pb2.GetPodGroupRequest.SerializeToString,
                 response_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.GetPodGroupResponse.FromString,
                 _registered_method=True)
+        self.Simulate = channel.unary_unary(
+                '/coscheduling.v1.Scheduling/Simulate',
+                request_serializer=coscheduling_dot_v1_dot_scheduling__pb2.SimulateRequest.SerializeToString,
+                response_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.SimulateResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulingServicer:
@@ -172,6 +177,16 @@ class SchedulingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Simulate(self, request, context):
+        """What-if: would the gang a manifest makes fit now, after preempting, after its queue
+        reclaims, once room frees, or never, and what it is short of. Read-only: nothing is
+        created, claimed, frozen or evicted. Answered by the leader only (a standby's cache
+        holds no claims); a standby answers UNAVAILABLE naming the leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -224,6 +239,11 @@ def add_SchedulingServicer_to_server(servicer, server):
                     servicer.GetPodGroup,
                     request_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.GetPodGroupRequest.FromString,
                     response_serializer=coscheduling_dot_v1_dot_scheduling__pb2.GetPodGroupResponse.SerializeToString,
+            ),
+            'Simulate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Simulate,
+                    request_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.SimulateRequest.FromString,
+                    response_serializer=coscheduling_dot_v1_dot_scheduling__pb2.SimulateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -498,6 +518,33 @@ class Scheduling:
             '/coscheduling.v1.Scheduling/GetPodGroup',
             coscheduling_dot_v1_dot_scheduling__pb2.GetPodGroupRequest.SerializeToString,
             coscheduling_dot_v1_dot_scheduling__pb2.GetPodGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Simulate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/coscheduling.v1.Scheduling/Simulate',
+            coscheduling_dot_v1_dot_scheduling__pb2.SimulateRequest.SerializeToString,
+            coscheduling_dot_v1_dot_scheduling__pb2.SimulateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,1 @@
+"""What-if: would a job fit, and if not, what is missing (issue 29)."""

@@ -1,0 +1,316 @@
+"""From a manifest a person would apply to the gang it would make: the group object its
+operator would create and the pods that would join it, each with the marker that operator
+puts on them. Nothing here talks to a cluster; the scheduler reads the result with the same
+parsers it reads real objects with (:mod:`coscheduling.groups`, :func:`parse_pod`).
+
+Accepted: a PodGroup (ours, scheduler-plugins' or Volcano's) with its Pods; a Job,
+StatefulSet or bare Pods (a group of their own, all of them at once, unless their template
+names a group); a Kubeflow PyTorchJob or TFJob and a KubeRay RayCluster (a
+scheduler-plugins PodGroup, as those operators make one for a gang scheduler); a Volcano
+Job (a Volcano PodGroup, per-task minimums as minTaskMember).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from coscheduling import GROUP_API, GROUP_LABEL, GROUP_VERSION
+from coscheduling.api.membership import (
+    GROUP_NAME_ANNOTATION,
+    TASK_SPEC_ANNOTATION,
+    X_K8S_LABEL,
+    membership,
+)
+
+Json = dict[str, Any]
+
+OURS_API = f"{GROUP_API}/{GROUP_VERSION}"
+X_K8S_API = "scheduling.x-k8s.io/v1alpha1"
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+GROUP_APIS = (OURS_API, X_K8S_API, VOLCANO_API)
+KUBEFLOW_REPLICAS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
+MAX_PODS = 10_000
+
+
+class ManifestError(ValueError):
+    """A manifest the what-if cannot read; the message starts with the field's path."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+@dataclass
+class Derived:
+    """One gang: where it came from, its group object (None: the pods name a group that
+    must already exist in the cluster, ``group_key``), and its pods."""
+
+    source: str
+    namespace: str
+    pods: list[Json]
+    group: Json | None = None
+    # The workload's name (a group made for it is named after it).
+    name: str = ""
+    group_key: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def load_documents(data: bytes) -> list[Json]:
+    """Every object of a YAML or JSON stream (``kind: List`` unpacked), in order."""
+    try:
+        docs = [d for d in yaml.safe_load_all(data.decode("utf-8")) if d is not None]
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ManifestError("manifest", f"not YAML or JSON: {err}") from None
+    objects: list[Json] = []
+    for index, doc in enumerate(docs):
+        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+        for item in items or ():
+            if not isinstance(item, dict) or not item.get("kind"):
+                raise ManifestError(f"manifest[{index}]", "must be a Kubernetes object "
+                                    "with apiVersion and kind")
+            objects.append(item)
+    if not objects:
+        raise ManifestError("manifest", "no object in it")
+    return objects
+
+
+def derive(data: bytes, default_namespace: str = "default") -> Derived:
+    """The gang of a manifest (see the module doc); ManifestError names what is wrong."""
+    objects = load_documents(data)
+    for index, obj in enumerate(objects):
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) \
+                or not meta["name"]:
+            raise ManifestError(f"manifest[{index}].metadata.name", "required")
+    namespaces = {o["metadata"].get("namespace") or default_namespace for o in objects}
+    if len(namespaces) > 1:
+        raise ManifestError("manifest[].metadata.namespace",
+                            f"a gang lives in one namespace, got {sorted(namespaces)}")
+    namespace = namespaces.pop()
+    groups = [o for o in objects if o["kind"] == "PodGroup" and o.get("apiVersion") in GROUP_APIS]
+    workloads = [o for o in objects if o not in groups]
+    if not workloads:
+        raise ManifestError("manifest", "no Pod or workload (Job, StatefulSet, PyTorchJob, "
+                                        "TFJob, Volcano Job, RayCluster) to place")
+    kinds = {o["kind"] for o in workloads}
+    if len(workloads) > 1 and kinds != {"Pod"}:
+        named = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in workloads)
+        raise ManifestError("manifest", f"one workload per what-if, got {named}")
+    derived = _workload(workloads, namespace)
+    derived.name = workloads[0]["metadata"]["name"]
+    _attach_group(derived, groups)
+    for pod in derived.pods:
+        pod["metadata"]["namespace"] = namespace
+    if len(derived.pods) > MAX_PODS:
+        raise ManifestError("manifest", f"{len(derived.pods)} pods, more than the {MAX_PODS} "
+                                        "a what-if places")
+    return derived
+
+
+def _workload(workloads: list[Json], namespace: str) -> Derived:
+    first = workloads[0]
+    kind, api = first["kind"], str(first.get("apiVersion") or "")
+    name = first["metadata"]["name"]
+    if kind == "Pod":
+        pods = [copy.deepcopy(o) for o in workloads]
+        return Derived(f"{len(pods)} Pod(s) in {namespace}", namespace, pods)
+    if kind == "Job" and api.startswith("batch/"):
+        return _job(first, namespace)
+    if kind == "StatefulSet" and api.startswith("apps/"):
+        replicas = _count(first, "spec.replicas", 1)
+        template = _template(first, "spec.template")
+        pods = [_pod(template, f"{name}-{i}") for i in range(replicas)]
+        return Derived(f"StatefulSet {namespace}/{name} ({replicas} replicas)", namespace, pods)
+    if kind in KUBEFLOW_REPLICAS and api.startswith("kubeflow.org/"):
+        return _kubeflow(first, namespace)
+    if kind == "Job" and api.startswith("batch.volcano.sh/"):
+        return _volcano_job(first, namespace)
+    if kind == "RayCluster" and api.startswith("ray.io/"):
+        return _ray_cluster(first, namespace)
+    raise ManifestError("manifest.kind", f"{api} {kind} is not a workload the what-if knows "
+                                         "(Pod, Job, StatefulSet, PyTorchJob, TFJob, Volcano "
+                                         "Job, RayCluster, with a PodGroup)")
+
+
+def _job(job: Json, namespace: str) -> Derived:
+    name = job["metadata"]["name"]
+    parallelism = _count(job, "spec.parallelism", 1)
+    completions = _spec(job).get("completions")
+    if isinstance(completions, int) and not isinstance(completions, bool) and completions > 0:
+        parallelism = min(parallelism, completions)
+    template = _template(job, "spec.template")
+    pods = [_pod(template, f"{name}-{i}") for i in range(parallelism)]
+    return Derived(f"Job {namespace}/{name} ({parallelism} pods at once)", namespace, pods)
+
+
+def _kubeflow(job: Json, namespace: str) -> Derived:
+    kind, name = job["kind"], job["metadata"]["name"]
+    field_name = KUBEFLOW_REPLICAS[kind]
+    specs = _mapping(_spec(job).get(field_name), f"spec.{field_name}")
+    pods: list[Json] = []
+    parts = []
+    for role, raw in specs.items():
+        path = f"spec.{field_name}.{role}"
+        replica = _mapping(raw, path)
+        count = _count({"spec": replica}, "spec.replicas", 1, shown=f"{path}.replicas")
+        template = _template({"spec": replica}, "spec.template", shown=f"{path}.template")
+        parts.append(f"{count} {role}")
+        pods += [_pod(template, f"{name}-{role.lower()}-{i}", labels={X_K8S_LABEL: name})
+                 for i in range(count)]
+    policy = _mapping(_mapping(_spec(job).get("runPolicy") or {}, "spec.runPolicy")
+                      .get("schedulingPolicy") or {}, "spec.runPolicy.schedulingPolicy")
+    minimum = policy.get("minAvailable", len(pods))
+    group = {"apiVersion": X_K8S_API, "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": namespace},
+             "spec": {"minMember": minimum}}
+    return Derived(f"{kind} {namespace}/{name} ({', '.join(parts)})", namespace, pods, group)
+
+
+def _volcano_job(job: Json, namespace: str) -> Derived:
+    name = job["metadata"]["name"]
+    spec = _spec(job)
+    tasks = spec.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise ManifestError("spec.tasks", "a Volcano Job needs at least one task")
+    pods: list[Json] = []
+    minimums: dict[str, int] = {}
+    parts = []
+    for index, raw in enumerate(tasks):
+        path = f"spec.tasks[{index}]"
+        task = _mapping(raw, path)
+        task_name = str(task.get("name") or f"task{index}")
+        count = _count({"spec": task}, "spec.replicas", 1, shown=f"{path}.replicas")
+        if "minAvailable" in task:
+            minimums[task_name] = _count({"spec": task}, "spec.minAvailable", 1,
+                                         shown=f"{path}.minAvailable")
+        template = _template({"spec": task}, "spec.template", shown=f"{path}.template")
+        parts.append(f"{count} {task_name}")
+        pods += [_pod(template, f"{name}-{task_name}-{i}", annotations={
+            GROUP_NAME_ANNOTATION: name, TASK_SPEC_ANNOTATION: task_name}) for i in range(count)]
+    group_spec: Json = {"minMember": spec.get("minAvailable", len(pods)),
+                        "queue": spec.get("queue") or "default"}
+    if spec.get("priorityClassName"):
+        group_spec["priorityClassName"] = spec["priorityClassName"]
+    if minimums:
+        group_spec["minTaskMember"] = minimums
+    group = {"apiVersion": VOLCANO_API, "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": namespace}, "spec": group_spec}
+    return Derived(f"Volcano Job {namespace}/{name} ({', '.join(parts)})", namespace, pods,
+                   group)
+
+
+def _ray_cluster(cluster: Json, namespace: str) -> Derived:
+    name = cluster["metadata"]["name"]
+    spec = _spec(cluster)
+    head = _mapping(spec.get("headGroupSpec"), "spec.headGroupSpec")
+    label = {X_K8S_LABEL: name}
+    template = _template({"spec": head}, "spec.template", shown="spec.headGroupSpec.template")
+    pods = [_pod(template, f"{name}-head", labels=label)]
+    parts = ["1 head"]
+    for index, raw in enumerate(spec.get("workerGroupSpecs") or ()):
+        path = f"spec.workerGroupSpecs[{index}]"
+        group_spec = _mapping(raw, path)
+        group_name = str(group_spec.get("groupName") or f"group{index}")
+        count = _count({"spec": group_spec}, "spec.replicas", 1, shown=f"{path}.replicas")
+        template = _template({"spec": group_spec}, "spec.template", shown=f"{path}.template")
+        parts.append(f"{count} {group_name}")
+        pods += [_pod(template, f"{name}-{group_name}-worker-{i}", labels=label)
+                 for i in range(count)]
+    group = {"apiVersion": X_K8S_API, "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": namespace},
+             "spec": {"minMember": len(pods)}}
+    return Derived(f"RayCluster {namespace}/{name} ({', '.join(parts)})", namespace, pods, group)
+
+
+def _attach_group(derived: Derived, groups: list[Json]) -> None:
+    """Give the gang its group: the operator's (already set), one of the manifest's that the
+    pods name, a group the pods name that must exist in the cluster, or one of their own
+    (our PodGroup: all of them at once)."""
+    keys = {membership(derived.namespace, _labels(p), _annotations(p), _spec(p)).key
+            for p in derived.pods}
+    if derived.group is not None:
+        if groups:
+            derived.notes.append("the manifest's PodGroup is not used: the operator makes "
+                                 "its own")
+        return
+    if len(keys) > 1:
+        raise ManifestError("metadata.labels", "the pods name several groups: "
+                            + ", ".join(sorted(k or "(none)" for k in keys)))
+    key = keys.pop()
+    if not key:
+        if groups:
+            raise ManifestError("metadata.labels", f"the pods name no group; label them "
+                                f"{GROUP_LABEL}: <the PodGroup's name>")
+        name = f"{derived.name or derived.pods[0]['metadata']['name']}-whatif"
+        for pod in derived.pods:
+            pod["metadata"].setdefault("labels", {})[GROUP_LABEL] = name
+        derived.group = {"apiVersion": OURS_API, "kind": "PodGroup",
+                         "metadata": {"name": name, "namespace": derived.namespace},
+                         "spec": {"minMember": len(derived.pods)}}
+        derived.notes.append(f"no group named: all {len(derived.pods)} pods as one gang")
+        return
+    for group in groups:
+        meta = group["metadata"]
+        if _group_key(group, derived.namespace) == key:
+            derived.group = copy.deepcopy(group)
+            derived.group["metadata"] = {"name": meta["name"], "namespace": derived.namespace}
+            return
+    derived.group_key = key
+
+
+def _group_key(group: Json, namespace: str) -> str:
+    tag = {OURS_API: "", X_K8S_API: "x-k8s", VOLCANO_API: "group-name"}[group["apiVersion"]]
+    name = group["metadata"]["name"]
+    return f"{namespace}/{name}@{tag}" if tag else f"{namespace}/{name}"
+
+
+def _pod(template: Json, name: str, labels: Mapping[str, str] | None = None,
+         annotations: Mapping[str, str] | None = None) -> Json:
+    """A pod from a template, named as its controller would name it."""
+    meta = dict(copy.deepcopy(template.get("metadata") or {}))
+    meta["name"] = name
+    meta["labels"] = {**(meta.get("labels") or {}), **(labels or {})}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **(annotations or {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": copy.deepcopy(template.get("spec") or {})}
+
+
+def _spec(obj: Json) -> Json:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _labels(pod: Json) -> dict[str, str]:
+    return dict((pod.get("metadata") or {}).get("labels") or {})
+
+
+def _annotations(pod: Json) -> dict[str, Any]:
+    return dict((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def _mapping(value: object, path: str) -> Json:
+    if not isinstance(value, dict):
+        raise ManifestError(path, f"must be an object, got {value!r}")
+    return value
+
+
+def _template(obj: Json, path: str, shown: str = "") -> Json:
+    template = _spec(obj).get(path.split(".", 1)[1])
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        raise ManifestError(shown or path, "a pod template with a spec is required")
+    containers = template["spec"].get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise ManifestError(f"{shown or path}.spec.containers", "at least one container")
+    return template
+
+
+def _count(obj: Json, path: str, default: int, shown: str = "") -> int:
+    value = _spec(obj).get(path.split(".", 1)[1], default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ManifestError(shown or path, f"must be an integer >= 0, got {value!r}")
+    return value

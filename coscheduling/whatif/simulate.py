@@ -1,0 +1,199 @@
+"""Would this job fit? The running scheduler's own admission, asked about a gang that does
+not exist, on the cluster as its cache shows it.
+
+The derived gang's pods and group are put into the cache and listers under names no real
+object can have (``~whatif``) for the length of one locked call, and taken out again before
+the lock is released: every plugin sees them as it would see the real gang, and nothing
+outside the call ever does. The gang plugin's trial drops every claim it made and forgets
+the gang; nothing is written to the API server, evicted, frozen or counted.
+
+Answers, in order: fits now (on which nodes, in which domain); fits after preempting
+(which pods); fits after its queue reclaims what others borrowed (which pods); fits once
+room frees (every victim it may not evict would have to finish; it fits an empty cluster);
+never (not even on the empty cluster). When it does not fit now, the shortfall says what is
+missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from coscheduling.api.membership import Membership
+from coscheduling.api.podgroups import PodGroup, gang_key
+from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.framework.interfaces import GangSimulator, GangTrial
+from coscheduling.groups import APIS
+from coscheduling.whatif.derive import Derived, ManifestError, derive
+from coscheduling.whatif.shortfall import Shortfall, shortfall
+
+if TYPE_CHECKING:
+    from coscheduling.framework.nodeinfo import NodeInfo
+    from coscheduling.scheduler import Scheduler
+
+SUFFIX = "~whatif"
+"""Appended to the names of the hypothetical gang and pods: no Kubernetes name has a ``~``."""
+
+FITS_NOW = "FITS_NOW"
+FITS_AFTER_PREEMPTION = "FITS_AFTER_PREEMPTION"
+FITS_AFTER_RECLAIM = "FITS_AFTER_RECLAIM"
+FITS_WHEN_ROOM_FREES = "FITS_WHEN_ROOM_FREES"
+NEVER = "NEVER"
+GANG_PLUGIN = "Coscheduling"
+
+
+class NoSimulator(Exception):
+    """The profile has no plugin that can try a gang's admission."""
+
+
+@dataclass
+class Answer:
+    verdict: str
+    source: str
+    group: str
+    min_member: int
+    pods: int
+    placements: list[tuple[str, str]] = field(default_factory=list)
+    domain: str = ""
+    victims: list[str] = field(default_factory=list)
+    reason: str = ""
+    shortfall: Shortfall | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def simulate(scheduler: Scheduler, manifest: bytes, namespace: str) -> Answer:
+    """The what-if of ``manifest`` (objects without a namespace go to ``namespace``)."""
+    derived = derive(manifest, namespace or "default")
+    simulator = _simulator(scheduler)
+    with scheduler.cache.lock:
+        group = _group(scheduler, derived)
+        pods = _pods(scheduler, derived, group)
+        answer = Answer("", derived.source, gang_key(group.namespace, _shown(group.name),
+                                                     group.tag),
+                        group.min_member, len(pods), notes=list(derived.notes))
+        with _hypothetical(scheduler, group, pods):
+            _judge(scheduler, simulator, group, pods, answer)
+    return answer
+
+
+def _simulator(scheduler: Scheduler) -> GangSimulator:
+    for plugin in scheduler.framework.instances.values():
+        if isinstance(plugin, GangSimulator):
+            return plugin
+    raise NoSimulator(f"no gang plugin ({GANG_PLUGIN}) is enabled in this profile")
+
+
+def _judge(scheduler: Scheduler, simulator: GangSimulator, group: PodGroup,
+           pods: list[Pod], answer: Answer) -> None:
+    trial = simulator.trial(group, pods, preempt=True)
+    if trial.fits:
+        _record(answer, trial)
+        answer.verdict = FITS_NOW if not trial.victims else (
+            FITS_AFTER_RECLAIM if trial.reclaim else FITS_AFTER_PREEMPTION)
+        if len(pods) > len(trial.nodes):
+            answer.notes.append(f"{len(pods) - len(trial.nodes)} pod(s) beyond what the "
+                                "gang needs at once are placed one by one afterwards")
+        return
+    answer.reason = _shown(trial.reason)
+    cache = scheduler.cache
+    bound = [p for p in cache.pods() if p.node_name and cache.node(p.node_name) is not None]
+    members = pods if group.subgroups is not None else pods[:group.min_member]
+    usable = _Usable(scheduler)
+    with cache.without(bound):
+        empty = simulator.trial(group, pods, preempt=False)
+        for member in members:  # which nodes each member may use, judged on the empty cluster
+            for info in cache.nodes():
+                usable(member, info)
+    answer.verdict = FITS_WHEN_ROOM_FREES if empty.fits else NEVER
+    answer.shortfall = shortfall(cache, group, members, usable)
+
+
+class _Usable:
+    """Whether a member's filters pass on a node, on the empty cluster; computed once per
+    signature of the pod and node (a gang's identical members share it)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._runner = scheduler.handle.runner
+        self._fw = scheduler.framework
+        self._seen: dict[tuple[object, str], bool] = {}
+
+    def __call__(self, pod: Pod, info: NodeInfo) -> bool:
+        signature = self._fw.signature(pod)
+        key = (signature if signature is not None else pod.key, info.name)
+        known = self._seen.get(key)
+        if known is None:
+            known = self._seen[key] = self._runner.filter_node(pod, info, GANG_PLUGIN).ok
+        return known
+
+
+def _record(answer: Answer, trial: GangTrial) -> None:
+    answer.placements = sorted((_shown(key.rpartition("/")[2]), node)
+                               for key, node in trial.nodes.items())
+    answer.domain = trial.domain
+    answer.victims = sorted(p.key for p in trial.victims)
+    answer.reason = _shown(trial.reason)
+
+
+def _shown(text: str) -> str:
+    return text.replace(SUFFIX, "")
+
+
+def _group(scheduler: Scheduler, derived: Derived) -> PodGroup:
+    """The gang's group record under its hypothetical name."""
+    if derived.group is None:
+        found = scheduler.listers.podgroup(derived.group_key)
+        if found is None:
+            raise ManifestError("metadata.labels", f"the pods name the group "
+                                f"{derived.group_key}, which neither the manifest nor the "
+                                "cluster has")
+        group = dataclasses.replace(found)
+    else:
+        api = next(a for a in APIS if a.api_version == derived.group["apiVersion"])
+        group = api.parse(derived.group)
+        if group.errors:
+            raise ManifestError(f"PodGroup {derived.group['metadata']['name']}",
+                                "; ".join(group.errors))
+    group.name += SUFFIX
+    group.uid, group.created = "whatif", time.time()
+    return group
+
+
+def _pods(scheduler: Scheduler, derived: Derived, group: PodGroup) -> list[Pod]:
+    pods = []
+    for index, raw in enumerate(derived.pods):
+        pod = parse_pod(raw)
+        where = f"pod {raw['metadata']['name']}"
+        if pod.parse_error:
+            raise ManifestError(where, pod.parse_error)
+        pod = dataclasses.replace(pod, name=pod.name + SUFFIX, uid=f"whatif-{index}",
+                                  created=time.time())
+        pod.membership = Membership(key=group.key, tag=group.tag, name=group.name,
+                                    marker=pod.membership.marker, role=pod.membership.role)
+        class_name = (raw.get("spec") or {}).get("priorityClassName")
+        if class_name and not pod.priority:
+            value = scheduler.listers.priority_class(class_name)
+            if value is None:
+                raise ManifestError(f"{where}: spec.priorityClassName",
+                                    f'PriorityClass "{class_name}" not found')
+            pod.priority = value
+        pods.append(pod)
+    return pods
+
+
+@contextmanager
+def _hypothetical(scheduler: Scheduler, group: PodGroup, pods: list[Pod]) -> Iterator[None]:
+    """The gang in the cache and listers for the block only (under the cache lock)."""
+    cache, groups = scheduler.cache, scheduler.listers.groups
+    groups[group.key] = group
+    try:
+        for pod in pods:
+            cache.set_pod(pod)
+        yield
+    finally:
+        for pod in pods:
+            cache.remove_pod(pod.key)
+        groups.pop(group.key, None)

@@ -1,0 +1,33 @@
+{{/* Labels on every object: the name the plain manifests use, and Helm's own. */}}
+{{- define "coscheduling.labels" -}}
+app.kubernetes.io/name: coscheduling
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end }}
+
+{{/* The Lease's namespace and name (the fencing policy reads the same Lease). */}}
+{{- define "coscheduling.leaseNamespace" -}}
+{{ .Values.config.leaderElection.resourceNamespace | default .Release.Namespace }}
+{{- end }}
+{{- define "coscheduling.leaseName" -}}
+{{ .Values.config.leaderElection.resourceName | default .Values.config.schedulerName | default "batch-scheduler" }}
+{{- end }}
+
+{{- define "coscheduling.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- end -}}
+{{- end }}
+
+{{/* The configuration file: the values' config with apiVersion, kind and the Lease namespace. */}}
+{{- define "coscheduling.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if $config.leaderElection -}}
+{{- $_ := set $config.leaderElection "resourceNamespace" (include "coscheduling.leaseNamespace" .) -}}
+{{- end -}}
+{{- $doc := merge (dict "apiVersion" "config.batch.scheduler.tencent.com/v1" "kind" "SchedulerConfiguration") $config -}}
+{{ toYaml $doc }}
+{{- end }}
