@@ -1,8 +1,10 @@
 """The ceiling: bind every pending pod round-robin, as fast as the API server takes it.
 
 No scheduling decision beyond "the next node with room": no gangs, no scoring, no queue.
-It runs as its own process (`python -m bench.ceiling`) so its CPU and memory are measured
-the same way as the two schedulers', and it stops on SIGTERM.
+With ``--recycle`` (W8, where pods finish) a finished pod's room is given back and the pods
+that found none are tried again in arrival order, first fit: the most any scheduler could keep
+busy, ignoring gangs. It runs as its own process (`python -m bench.ceiling`) so its CPU and
+memory are measured the same way as the two schedulers', and it stops on SIGTERM.
 """
 
 from __future__ import annotations
@@ -62,35 +64,89 @@ class RoundRobin:
                     return self.names[index]
         return None
 
+    def give_back(self, node: str, cpu: int, memory: int) -> None:
+        with self.lock:
+            free = self.free[self.names.index(node)]
+            free[0] += cpu
+            free[1] += memory
+            free[2] += 1
 
-def run(kubeconfig: Path, namespace: str, scheduler_name: str, stop: threading.Event) -> int:
+
+class Waiting:
+    """Recycle mode: pods that found no room, in arrival order, and what each bound pod
+    holds until it finishes."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, Mapping[str, Any]] = {}
+        self.placed: dict[str, tuple[str, int, int]] = {}
+        self.lock = threading.Lock()
+
+    def finished(self, pod: Mapping[str, Any]) -> tuple[str, int, int] | None:
+        """The room a bound pod that finished (or was deleted) held, once."""
+        phase = (pod.get("status") or {}).get("phase")
+        gone = phase in ("Succeeded", "Failed") or pod.get("_deleted")
+        if not gone:
+            return None
+        with self.lock:
+            return self.placed.pop(pod["metadata"]["name"], None)
+
+
+def run(kubeconfig: Path, namespace: str, scheduler_name: str, stop: threading.Event,
+        recycle: bool = False) -> int:
     kube = KubeClient(ClientSettings(kubeconfig=str(kubeconfig), qps=0, burst=1,
                                      connection_pool=WORKERS + 8))
     binder = FastClient(kubeconfig)
     ring = RoundRobin(list(kube.get("/api/v1/nodes").get("items") or []))
+    waiting = Waiting() if recycle else None
     seen: set[str] = set()
     failures = 0
     path = f"/api/v1/namespaces/{namespace}/pods"
-    selector = f"spec.schedulerName={scheduler_name},spec.nodeName="
+    selector = f"spec.schedulerName={scheduler_name}" + ("" if recycle else ",spec.nodeName=")
 
-    def bind(pod: Mapping[str, Any]) -> None:
+    def bind(pod: Mapping[str, Any]) -> bool:
         nonlocal failures
         meta = pod["metadata"]
-        node = ring.take(*_requests(pod))
+        asked = _requests(pod)
+        node = ring.take(*asked)
         if node is None:
-            return  # full: a real scheduler would leave it pending too
+            return False  # full: a real scheduler would leave it pending too
+        if waiting is not None:
+            with waiting.lock:
+                waiting.placed[meta["name"]] = (node, *asked)
         try:
             binder.bind(namespace, meta["name"], meta["uid"], node)
         except ApiError as err:
             failures += 1
             print(f"ceiling: bind {meta['name']} -> {node} failed: {err}", file=sys.stderr)
+        return True
+
+    def place(pod: Mapping[str, Any]) -> None:
+        if not bind(pod) and waiting is not None:
+            with waiting.lock:
+                waiting.pods[pod["metadata"]["name"]] = pod
+
+    def retry() -> None:
+        """Room came back: the waiting pods, oldest first, each where it fits."""
+        assert waiting is not None
+        with waiting.lock:
+            queued = list(waiting.pods.items())
+        for name, pod in queued:
+            if bind(pod):
+                with waiting.lock:
+                    waiting.pods.pop(name, None)
 
     with ThreadPoolExecutor(WORKERS) as pool:
         def offer(pod: Mapping[str, Any]) -> None:
             name = pod["metadata"]["name"]
+            if waiting is not None:
+                freed = waiting.finished(pod)
+                if freed is not None:
+                    ring.give_back(*freed)
+                    pool.submit(retry)
+                    return
             if name not in seen and not (pod.get("spec") or {}).get("nodeName"):
                 seen.add(name)
-                pool.submit(bind, pod)
+                pool.submit(place, pod)
 
         listing = kube.get(path, fieldSelector=selector)
         rv = listing["metadata"]["resourceVersion"]
@@ -104,8 +160,9 @@ def run(kubeconfig: Path, namespace: str, scheduler_name: str, stop: threading.E
                 for event in kube.watch(path, query, read_timeout=5):
                     obj = event.get("object") or {}
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if event.get("type") == "ADDED":
-                        offer(obj)
+                    if event.get("type") == "ADDED" or (recycle and event.get("type") in (
+                            "MODIFIED", "DELETED")):
+                        offer({**obj, "_deleted": event.get("type") == "DELETED"})
                     if stop.is_set():
                         break
             except ApiError as err:
@@ -125,6 +182,8 @@ def main() -> int:
     parser.add_argument("--kubeconfig", required=True, type=Path)
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--scheduler-name", required=True)
+    parser.add_argument("--recycle", action="store_true",
+                        help="give finished pods' room back and retry waiting pods (W8)")
     args = parser.parse_args()
     stop = threading.Event()
 
@@ -133,7 +192,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return run(args.kubeconfig, args.namespace, args.scheduler_name, stop)
+    return run(args.kubeconfig, args.namespace, args.scheduler_name, stop, args.recycle)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import native, report, upstream
+from bench import native, report, upstream, w8
 from bench.cluster import (
     BENCH_GANG_LABEL,
     NAMESPACE,
@@ -65,6 +65,7 @@ from bench.schedulers import Contender, Process, Profiler, contenders
 from bench.workloads import (
     PRIORITY_CLASSES,
     QUEUE_WEIGHTS,
+    SLOTS_PER_NODE,
     TRICKLE_RATE,
     TRICKLE_WINDOW,
     Workload,
@@ -271,6 +272,8 @@ def final_checks(kube: KubeClient) -> tuple[dict[str, str], list[str]]:
         if not pod.node_name:
             continue
         placement[pod.name] = pod.node_name
+        if pod.terminal:
+            continue  # a finished pod's room is free again (W8)
         totals = used.setdefault(pod.node_name, {"pods": 0})
         totals["pods"] += 1
         for resource, amount in pod.requests.items():
@@ -343,7 +346,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             f"PodGroups in {time.monotonic() - started:.1f}s; starting the scheduler")
         recorder = BindRecorder(admin_client(cluster.kubeconfig, pool=4), NAMESPACE)
         recorder.start()
-        process = Process(contender.command(cluster.kubeconfig, rundir),
+        process = Process(contender.command(cluster.kubeconfig, rundir, workload.stream),
                           rundir / f"{contender.key}.log", rundir, contender.source)
         monitor = ProcessMonitor(process.pid)
         monitor.start()
@@ -373,13 +376,19 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
 
         created: dict[str, float] = {}
         log(f"{workload.name} / {contender.key}: ready in {result['ready_seconds']}s; "
-            f"creating {len(order)} pods")
-        with ThreadPoolExecutor(1) as creator:
-            creating = creator.submit(create_waves, fast, workload, order, gang_of,
-                                      contender, created, recorder, result)
-            outcome = wait_for_binds(workload, contender, recorder, process, creating,
-                                     len(order), workload.settle or settle, cap)
-            creating.result()
+            f"creating {len(order) or 'a stream of'} pods")
+        arrivals = w8.schedule(workload.nodes, SLOTS_PER_NODE) if workload.stream else []
+        if workload.stream:
+            outcome, kubelet = w8.drive(kube, fast, arrivals, contender, recorder, created)
+            order = list(created)
+            result["pods"] = len(order)
+        else:
+            with ThreadPoolExecutor(1) as creator:
+                creating = creator.submit(create_waves, fast, workload, order, gang_of,
+                                          contender, created, recorder, result)
+                outcome = wait_for_binds(workload, contender, recorder, process, creating,
+                                         len(order), workload.settle or settle, cap)
+                creating.result()
         result["outcome"] = outcome
         metrics_after = fetch_metrics(contender.metrics_url) if contender.metrics_url else None
         # The scheduler's writes: everything but the harness's pod creations.
@@ -406,6 +415,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             storm(result, workload, members, created, bound, placement, deleted)
         if workload.queues:
             shares(result, workload, members, placement)
+        if workload.stream:
+            w8.measure(result, arrivals, created, kubelet, workload.slots)
         if workload.constraints:
             broken = constraint_violations(workload, members, placement)
             result["constraint_violations"] = len(broken)

@@ -85,10 +85,12 @@ class Contender:
         """Whether it reads our Queue objects (W7)."""
         return self.base == "ours"
 
-    def command(self, kubeconfig: Path, workdir: Path) -> list[str]:
+    def command(self, kubeconfig: Path, workdir: Path, recycle: bool = False) -> list[str]:
+        """``recycle``: pods finish during the run (W8): the ceiling reuses their room."""
         if self.base == "ceiling":
             return [sys.executable, "-m", "bench.ceiling", f"--kubeconfig={kubeconfig}",
-                    "--namespace=bench", f"--scheduler-name={self.scheduler_name}"]
+                    "--namespace=bench", f"--scheduler-name={self.scheduler_name}",
+                    *(["--recycle"] if recycle else [])]
         if self.base in ("upstream", "native"):
             port = free_port()
             self.metrics_url = f"https://127.0.0.1:{port}/metrics"

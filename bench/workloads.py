@@ -29,6 +29,11 @@ TRICKLE_RATE = 100.0
 QUIET_SECONDS = 20.0
 PRIORITY_CLASSES = {"bench-low": 100, "bench-high": 1000}
 STORM_PRIORITY = "bench-high"  # W6's second wave
+# W8 (bench.w8): how long jobs keep arriving, the plain gangs' sizes, and how often a large
+# gang (half the slots) arrives.
+ARRIVAL_SECONDS = 120.0
+GANG_SIZES = (2, 6)
+LARGE_EVERY = 40.0
 # W7: three queues, the weights of seed 000's example and one more.
 QUEUE_WEIGHTS = (("q-w1", 1), ("q-w2", 2), ("q-w3", 3))
 
@@ -51,6 +56,8 @@ class Workload:
     # Gang index -> Queue name (W7); gangs are created queue after queue, lightest first.
     queues: tuple[str, ...] = ()
     trickle: bool = False
+    # W8: pods arrive over time (bench.w8's schedule) and finish after their runtime.
+    stream: bool = False
     settle: float | None = None  # how long a quiet spell ends the run (None: --settle)
 
     def constraint(self, gang_index: int) -> str:
@@ -96,6 +103,11 @@ class Workload:
             parts.append("queues " + ", ".join(
                 f"{name} (weight {weights[name]}, {self.queues.count(name)} gangs)"
                 for name in dict.fromkeys(self.queues)))
+        if self.stream:
+            parts.append(f"{self.slots} pod slots; for {ARRIVAL_SECONDS:.0f} s, short jobs "
+                         f"and gangs of {GANG_SIZES[0]}-{GANG_SIZES[1]} arrive beyond capacity "
+                         f"and a gang of {self.slots // 2} every {LARGE_EVERY:.0f} s; pods "
+                         "finish after their declared runtime")
         if self.trickle:
             parts.append(f"trickled ({TRICKLE_WINDOW} gangs interleaved, "
                          f"{TRICKLE_RATE:.0f} pods/s)")
@@ -114,8 +126,8 @@ def _scaled(value: int, scale: float, minimum: int = 1) -> int:
 
 
 def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
-    """W1..W7 (and W1t, W2t: W1, W2 trickled) as the issues define them, every count
-    multiplied by `scale`."""
+    """W1..W8 (and W1t, W2t: W1, W2 trickled) as the issues define them, every count
+    multiplied by `scale` (W8: its nodes; arrival rates are per node)."""
     w3_gangs = _scaled(400, scale, minimum=4)
     rng = random.Random(W3_SEED)  # the same mix of sizes on every run
     sizes = tuple(rng.randint(2, 32) for _ in range(w3_gangs))
@@ -156,4 +168,6 @@ def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
                        settle=QUIET_SECONDS,
                        queues=tuple(name for name, _ in QUEUE_WEIGHTS
                                     for _ in range(per_queue))),
+        "W8": Workload("W8", "reservations: a large gang among a stream of small jobs",
+                       _scaled(16, scale, minimum=2), (), contention=True, stream=True),
     }

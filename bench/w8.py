@@ -1,0 +1,189 @@
+"""W8 (issue 24): a finite cluster kept busy by a stream of short single-pod jobs and plain
+gangs whose demand exceeds its capacity, while a large gang (half the cluster) arrives
+periodically. A kubelet stand-in marks each bound pod Running and, once its runtime has
+passed, Succeeded, so room frees as it would on a real cluster, for every contender alike.
+
+Every pod declares its runtime (``batch.scheduler.tencent.com/expected-runtime``), as a
+batch cluster's jobs declare a time limit; schedulers that do not read it ignore it.
+
+Measured: the large gangs' wait (arrival to their last member bound; those not whole by the
+end never ran), the small jobs' wait, and utilization: busy slot-seconds over the slots times
+the arrival window.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import report
+from bench.cluster import NAMESPACE, join_gang, pod_body, podgroup_body
+from bench.fastclient import FastClient
+from bench.observe import BindRecorder
+from bench.schedulers import Contender
+from bench.workloads import ARRIVAL_SECONDS, GANG_SIZES, LARGE_EVERY
+from coscheduling.api.runtimes import EXPECTED_RUNTIME_ANNOTATION
+from coscheduling.cluster.client import ApiError, KubeClient
+
+SEED = 20261125
+DRAIN_SECONDS = 90.0  # then at most this long for the last large gang
+SMALL_RATE = 0.6  # single-pod jobs per second per node
+SMALL_RUNTIME = (4.0, 12.0)
+GANG_RATE = 0.04  # plain gangs per second per node
+GANG_RUNTIME = (8.0, 16.0)
+LARGE_FIRST = 10.0  # the first large gang; then one every LARGE_EVERY seconds
+LARGE_RUNTIME = 20.0
+STAND_IN_WORKERS = 8
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float  # seconds after the start
+    gang: str  # "" for a single-pod job
+    pods: tuple[str, ...]
+    runtime: float
+    large: bool = False
+
+
+def schedule(nodes: int, slots_per_node: int) -> list[Arrival]:
+    """The arrivals, the same on every run: Poisson streams of small jobs and plain gangs,
+    and a large gang of half the slots every LARGE_EVERY seconds."""
+    rng = random.Random(SEED)
+    arrivals: list[Arrival] = []
+    for kind, rate in (("job", SMALL_RATE * nodes), ("gang", GANG_RATE * nodes)):
+        at, index = rng.expovariate(rate), 0
+        while at < ARRIVAL_SECONDS:
+            if kind == "job":
+                arrivals.append(Arrival(at, "", (f"job-{index:05d}",),
+                                        round(rng.uniform(*SMALL_RUNTIME), 1)))
+            else:
+                name = f"gang-{index:04d}"
+                size = rng.randint(*GANG_SIZES)
+                arrivals.append(Arrival(at, name, tuple(f"{name}-{m:02d}" for m in range(size)),
+                                        round(rng.uniform(*GANG_RUNTIME), 1)))
+            at, index = at + rng.expovariate(rate), index + 1
+    size = nodes * slots_per_node // 2
+    at, index = LARGE_FIRST, 0
+    while at < ARRIVAL_SECONDS:
+        name = f"large-{index:02d}"
+        arrivals.append(Arrival(at, name, tuple(f"{name}-{m:03d}" for m in range(size)),
+                                LARGE_RUNTIME, large=True))
+        at, index = at + LARGE_EVERY, index + 1
+    return sorted(arrivals, key=lambda a: a.at)
+
+
+@dataclass
+class StandInKubelet:
+    """Marks bound pods Running with their startTime, then Succeeded after their runtime;
+    records when each finished."""
+
+    kube: KubeClient
+    recorder: BindRecorder
+    runtimes: dict[str, float]
+    started: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+    writes: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        with ThreadPoolExecutor(STAND_IN_WORKERS) as pool:
+            while not self._stop.wait(0.2):
+                now = time.monotonic()
+                for name, (bound_at, _) in list(self.recorder.bound.items()):
+                    runtime = self.runtimes.get(name)
+                    if runtime is None or name in self.finished:
+                        continue
+                    if name not in self.started:
+                        self.started[name] = bound_at
+                        pool.submit(self._status, name, {"phase": "Running", "startTime":
+                                                         _stamp(time.time())})
+                    elif now - bound_at >= runtime:
+                        self.finished[name] = now
+                        pool.submit(self._status, name, {"phase": "Succeeded"})
+
+    def _status(self, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            self.kube.patch(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/status",
+                            {"status": dict(status)})
+            self.writes += 1
+        except ApiError:
+            pass  # deleted meanwhile (a preemption victim): nothing left to finish
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _stamp(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def drive(kube: KubeClient, fast: FastClient, arrivals: list[Arrival], contender: Contender,
+          recorder: BindRecorder, created: dict[str, float]) -> tuple[str, StandInKubelet]:
+    """Create the arrivals on time, with the stand-in kubelet finishing pods, until the
+    arrivals end and every large gang is whole (or DRAIN_SECONDS pass)."""
+    runtimes = {pod: a.runtime for a in arrivals for pod in a.pods}
+    kubelet = StandInKubelet(kube, recorder, runtimes)
+    thread = threading.Thread(target=kubelet.run, name="stand-in-kubelet", daemon=True)
+    thread.start()
+    api = "native" if contender.native_api else "upstream" if contender.upstream_api \
+        else "ours"
+    started = time.monotonic()
+    with ThreadPoolExecutor(16) as pool:
+        for arrival in arrivals:
+            delay = started + arrival.at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            pool.submit(_create, kube, fast, arrival, contender, api, created)
+    large = [p for a in arrivals if a.large for p in a.pods]
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while time.monotonic() < deadline and not all(p in recorder.bound for p in large):
+        recorder.wait(0.5)
+    kubelet.stop()
+    thread.join(timeout=10)
+    whole = all(p in recorder.bound for p in large)
+    return ("every large gang ran" if whole else "drain cut off"), kubelet
+
+
+def _create(kube: KubeClient, fast: FastClient, arrival: Arrival, contender: Contender,
+            api: str, created: dict[str, float]) -> None:
+    if arrival.gang and contender.gangs:
+        path, body = podgroup_body(arrival.gang, len(arrival.pods), api)
+        kube.create(path, body)
+    for name in arrival.pods:
+        pod = pod_body(name, contender.scheduler_name)
+        pod["metadata"]["annotations"] = {EXPECTED_RUNTIME_ANNOTATION: f"{arrival.runtime}s"}
+        if arrival.gang and contender.gangs:
+            join_gang(pod, arrival.gang, api)
+        fast.post(f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+        created[name] = time.monotonic()
+
+
+def measure(result: dict[str, Any], arrivals: list[Arrival], created: dict[str, float],
+            kubelet: StandInKubelet, slots: int) -> None:
+    """The large gangs' and small jobs' waits and the utilization, into ``result``."""
+    bound = {name: at for name, (at, _) in kubelet.recorder.bound.items()}
+    large = {a.gang: list(a.pods) for a in arrivals if a.large}
+    outcome = report.gang_outcomes(large, created, bound)
+    result["large_gangs"] = len(large)
+    result["large_gangs_ran"] = outcome["placed"]
+    result["large_gangs_never_ran"] = len(large) - outcome["placed"]
+    result["large_wait_p50"] = outcome["latency_p50"]
+    result["large_wait_p99"] = outcome["latency_p99"]
+    jobs = [a.pods[0] for a in arrivals if not a.gang]
+    waits = [bound[p] - created[p] for p in jobs if p in bound and p in created]
+    result["small_jobs"] = len(jobs)
+    result["small_jobs_ran"] = len(waits)
+    result["small_wait_p50"] = report.percentile(waits, 0.5)
+    result["small_wait_p99"] = report.percentile(waits, 0.99)
+    if created:
+        start = min(created.values())
+        end = start + ARRIVAL_SECONDS
+        busy = sum(max(0.0, min(kubelet.finished.get(p, end), end) - max(at, start))
+                   for p, at in bound.items() if p in created)
+        result["utilization"] = round(busy / (slots * ARRIVAL_SECONDS), 3)
+    result["stand_in_writes"] = kubelet.writes
