@@ -118,6 +118,10 @@ def run(kubeconfig: Path, namespace: str, scheduler_name: str, stop: threading.E
         except ApiError as err:
             failures += 1
             print(f"ceiling: bind {meta['name']} -> {node} failed: {err}", file=sys.stderr)
+            if waiting is not None:  # the room was not used after all
+                ring.give_back(node, *asked)
+                with waiting.lock:
+                    waiting.placed.pop(meta["name"], None)
         return True
 
     def place(pod: Mapping[str, Any]) -> None:
@@ -125,15 +129,19 @@ def run(kubeconfig: Path, namespace: str, scheduler_name: str, stop: threading.E
             with waiting.lock:
                 waiting.pods[pod["metadata"]["name"]] = pod
 
+    retrying = threading.Lock()
+
     def retry() -> None:
-        """Room came back: the waiting pods, oldest first, each where it fits."""
+        """Room came back: the waiting pods, oldest first, each where it fits (one retry
+        at a time, so no pod is bound twice)."""
         assert waiting is not None
-        with waiting.lock:
-            queued = list(waiting.pods.items())
-        for name, pod in queued:
-            if bind(pod):
-                with waiting.lock:
-                    waiting.pods.pop(name, None)
+        with retrying:
+            with waiting.lock:
+                queued = list(waiting.pods.items())
+            for name, pod in queued:
+                if bind(pod):
+                    with waiting.lock:
+                        waiting.pods.pop(name, None)
 
     with ThreadPoolExecutor(WORKERS) as pool:
         def offer(pod: Mapping[str, Any]) -> None:

@@ -126,6 +126,14 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("pods evicted", "evicted_pods", "{:.0f}"),
     ("W6: useless evictions", "useless_evictions", "{:.0f}"),
     ("W7: share error (fraction of slots held by the wrong queue)", "share_error", "{:.3f}"),
+    ("W8: large gangs that ran (of those that arrived)", "large_gangs_ran", "{:.0f}"),
+    ("W8: large gangs that never ran", "large_gangs_never_ran", "{:.0f}"),
+    ("W8: large gang wait p50 (s)", "large_wait_p50", "{:.1f}"),
+    ("W8: large gang wait p99 (s)", "large_wait_p99", "{:.1f}"),
+    ("W8: small jobs that ran (of those that arrived)", "small_jobs_ran", "{:.0f}"),
+    ("W8: small job wait p50 (s)", "small_wait_p50", "{:.1f}"),
+    ("W8: small job wait p99 (s)", "small_wait_p99", "{:.1f}"),
+    ("W8: utilization (busy slot-seconds / slot-seconds)", "utilization", "{:.3f}"),
     ("API server + etcd CPU during the run (s)", "control_plane_cpu_seconds", "{:.1f}"),
     ("CPU of other processes on the machine (s)", "other_cpu_seconds", "{:.1f}"),
 )
@@ -133,7 +141,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 PAIRS = (("ours-eq", "upstream-eq"), ("ours-eq", "native-eq"), ("ours-eq", "ceiling"),
          ("ours", "upstream"), ("ours", "native"), ("ours", "ceiling"),
          ("ours-base", "ceiling"), ("ours", "ours-base"))
-RATIO_KEYS = ("throughput_whole", "throughput_steady", "gang_latency_p99",
+RATIO_KEYS = ("throughput_whole", "throughput_steady", "gang_latency_p99", "utilization",
               "high_gang_latency_p99", "peak_rss_mib", "cpu_seconds", "api_writes_total")
 
 

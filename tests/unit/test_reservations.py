@@ -243,3 +243,43 @@ def test_a_gang_that_can_never_fit_reserves_nothing(reserving: SimCluster) -> No
     _gang(sim, "huge", 2, cpu="5")
     sim.run()
     assert _plugin(sim).reservations.of("ns/huge") is None
+
+
+def test_reserved_room_counts_toward_the_queue_share(reserving: SimCluster) -> None:
+    """Queues a and b share one 8-cpu node equally; b runs 8 one-pod gangs and asks for 4
+    more, and may not be reclaimed. a's gang of 4 reserves the cores b's jobs free; what it holds is a's allocation in
+    the queues' book, so b gets the rest, and both end at their share."""
+    from coscheduling.api.queues import parse_queue
+    from coscheduling.eventhandlers import QueueEvents
+    from coscheduling.plugins.proportion import Proportion
+
+    sim = reserving
+    proportion = sim.scheduler.framework.instances["Proportion"]
+    assert isinstance(proportion, Proportion)
+    for name in ("a", "b"):  # b is not reclaimable: a waits for room instead of evicting
+        QueueEvents(sim.scheduler, proportion).on_add(parse_queue(
+            {"metadata": {"name": name}, "spec": {"weight": 1, "reclaimable": False}}))
+    sim.add_node("n0", cpu="8")
+    for i in range(12):  # 8 run at once, 4 wait
+        sim.add_group(f"b-{i}", 1, queue="b")
+        sim.add_pod(f"b-{i}", group=f"b-{i}", memory="0")
+    sim.run()
+    assert sum(1 for i in range(12) if f"ns/b-{i}" in sim.bound) == 8
+    sim.add_group("big", 4, queue="a")
+    for i in range(4):
+        sim.add_pod(f"big-{i}", group="big", memory="0")
+    sim.run()
+    reservations = _plugin(sim).reservations
+    assert reservations.of("ns/big") is not None
+    for i in range(2):
+        sim.delete_pod(f"ns/b-{i}")
+        sim.run()
+    with sim.scheduler.cache.lock:
+        book = proportion._current_book()
+    assert book.ledgers["a"].allocated.get("cpu") == 2000  # the reservation's 2 cores
+    for i in range(2, 6):
+        sim.delete_pod(f"ns/b-{i}")
+        sim.run()
+    assert sim.bound_in_group("big") == 4
+    running_b = [k for k in sim.bound if k.startswith("ns/b-")]
+    assert len(running_b) == 4, running_b
