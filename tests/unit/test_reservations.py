@@ -143,6 +143,21 @@ def test_only_pods_that_end_in_time_backfill(reserving: SimCluster) -> None:
     assert sim.bound.get("ns/deadline") == "n0"
 
 
+def test_nothing_backfills_when_the_start_cannot_be_estimated(reserving: SimCluster) -> None:
+    """The running jobs declare no runtime: even a 1 s job may not use the held core."""
+    sim = reserving
+    _busy_node(sim)
+    _gang(sim, "big", 4)
+    sim.run()
+    sim.delete_pod("ns/small-0")
+    sim.run()
+    sim.add_pod("quick", annotations={EXPECTED_RUNTIME_ANNOTATION: "1s"})
+    sim.run()
+    assert "ns/quick" not in sim.bound
+    reservation = _plugin(sim).reservations.of("ns/big")
+    assert reservation is not None and reservation.held()["cpu"] == 1000
+
+
 def test_a_malformed_runtime_counts_as_unknown(reserving: SimCluster) -> None:
     sim = reserving
     _busy_node(sim, runtime="60s")

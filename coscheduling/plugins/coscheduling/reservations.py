@@ -145,7 +145,9 @@ class Reservations:
             if reservation.group_key == pod.group_key:
                 continue  # its own room is given to it at admission
             higher = pod.priority > reservation.priority
-            ends_first = runtime is not None and now + runtime <= reservation.estimate
+            estimate = reservation.estimate  # UNKNOWN: nothing may backfill
+            ends_first = runtime is not None and estimate != UNKNOWN \
+                and now + runtime <= estimate
             if higher or ends_first:
                 backfill = backfill or not higher
                 passed.append(reservation.group_key)
@@ -190,10 +192,14 @@ class Reservations:
         """The gang did not fit: reserve for its missing ``members`` if it is first in line
         (within the per-queue bound), or grow the reservation it has. Returns what the
         reservation holds, for the gang's message ("" without one)."""
-        if group.key in self.expired or self._limit(group) <= 0 or not members:
-            return ""
         reservation = self._by_group.get(group.key)
-        if reservation is not None and not members:
+        if group.key in self.expired or self._limit(group) <= 0:
+            if reservation is not None:
+                self.release(group.key, "turned off")
+            return ""
+        if not members:
+            if reservation is None:
+                return ""
             self.grow(reservation)
             return reservation.describe()
         if reservation is None or not self._still_valid(reservation, members):
