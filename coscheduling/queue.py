@@ -256,10 +256,14 @@ class Activator:
     cycles hear of freed room first (frozen gangs thaw)."""
 
     def __init__(self, queue: SchedulingQueue, lock: threading.RLock,
-                 plugins: Callable[[], Iterable[ClusterEventsPlugin]]) -> None:
+                 plugins: Callable[[], Iterable[ClusterEventsPlugin]],
+                 waits_for_victims: Callable[[str], bool] = lambda key: False) -> None:
         self._queue = queue
         self._lock = lock
         self._plugins = plugins
+        # Preemptors whose victims still terminate: only the last one's departure moves them
+        # (the preemption ledger activates them then), not every event in the cluster.
+        self._waits = waits_for_victims
 
     def activate(self, pod_keys: Iterable[str]) -> None:
         self._queue.move_keys(pod_keys, skip_backoff=True)
@@ -267,7 +271,7 @@ class Activator:
     def move_groups(self, group_keys: Iterable[str]) -> None:
         keys = set(group_keys)
         if keys:
-            self._queue.move(lambda q: q.pod.group_key in keys)
+            self._queue.move(lambda q: q.pod.group_key in keys and not self._waits(q.key))
 
     def capacity_freed(self) -> None:
         with self._lock:
@@ -277,7 +281,10 @@ class Activator:
         """Room appeared: frozen gangs and parked pods may fit now (not ``exclude``'s)."""
         for plugin in self._plugins():
             plugin.capacity_freed(exclude)
-        if exclude:
-            self._queue.move(lambda q: q.pod.group_key != exclude)
-        else:
-            self._queue.move()
+
+        def movable(queued: QueuedPod) -> bool:
+            if exclude and queued.pod.group_key == exclude:
+                return False
+            return not self._waits(queued.key)
+
+        self._queue.move(movable)

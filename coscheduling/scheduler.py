@@ -135,7 +135,8 @@ class Scheduler:
             max_unschedulable_seconds=config.pod_max_unschedulable_seconds,
         )
         self.event_plugins: list[ClusterEventsPlugin] = []
-        self.activator = Activator(self.queue, self.cache.lock, lambda: self.event_plugins)
+        self.activator = Activator(self.queue, self.cache.lock, lambda: self.event_plugins,
+                                   lambda key: self.ledger.waiting(key))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.active = threading.Event()  # cleared: watch and answer, but do not schedule

@@ -49,6 +49,8 @@ class Ledger:
         self._by_victim: LRUCache[str, _Eviction] = LRUCache(maxsize=10_000)
         # Preemptor ("pod ns/p" or "gang ns/g") -> its latest preemption.
         self._by_preemptor: dict[str, _Eviction] = {}
+        # Pod key -> the preemption whose victims it waits for (until they are all gone).
+        self._by_taker: dict[str, _Eviction] = {}
 
     def evict(self, victims: Sequence[Pod], preemptor: str, takers: Sequence[str]) -> None:
         """Called under the cache lock: the room is handed over now, the writes go out on
@@ -61,6 +63,9 @@ class Ledger:
             self._by_preemptor[preemptor] = eviction
             for victim in victims:
                 self._by_victim[victim.uid] = eviction
+            if victims:
+                for taker in takers:
+                    self._by_taker[taker] = eviction
         if self.evictor is not None and victims:
             self.evictor.evict(list(victims), preemptor)
 
@@ -86,6 +91,20 @@ class Ledger:
             self._by_preemptor.pop(preemptor, None)
         return len(left)
 
+    def waiting(self, pod_key: str) -> bool:
+        """Whether the pod waits for victims still terminating: no event but the last one's
+        departure (which activates it) can help it, so it is not retried meanwhile."""
+        eviction = self._by_taker.get(pod_key)
+        return eviction is not None and bool(eviction.left) and pod_key in eviction.takers
+
+    def _release_takers(self, eviction: _Eviction) -> tuple[str, ...]:
+        takers, eviction.takers = eviction.takers, ()
+        with self._lock:
+            for key in takers:
+                if self._by_taker.get(key) is eviction:
+                    del self._by_taker[key]
+        return takers
+
     def gone(self, pod: Pod) -> None:
         """A pod preemption evicted is gone; once all of its preemption's victims are, the
         pods they made room for go straight to the active queue."""
@@ -94,8 +113,7 @@ class Ledger:
             return
         eviction.left.discard(pod.uid)
         if not eviction.left and eviction.takers:
-            self._activate(eviction.takers)
-            eviction.takers = ()
+            self._activate(self._release_takers(eviction))
 
     def failed(self, pod: Pod) -> None:
         """``pod``'s eviction could not be sent: its room is its own again, and the pods that
@@ -111,4 +129,4 @@ class Ledger:
             self._cache.take_back(pod)
             if eviction is not None:
                 eviction.left.discard(pod.uid)
-                eviction.takers = ()
+                self._release_takers(eviction)

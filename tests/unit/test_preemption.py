@@ -460,3 +460,47 @@ def test_candidate_nodes_are_ranked_as_kube_scheduler_ranks_them(
     _high(sim, "high", "2")
     sim.run()
     assert sorted(sim.evictions.victims) == victims
+
+
+def _attempts(metrics: SchedulerMetrics, outcome: str) -> float:
+    return sum(v for labels, v in metrics.schedule_attempts._values.items()
+               if labels and labels[0] == outcome)
+
+
+def _drain_active(sim: SimCluster) -> None:
+    """Run every cycle the queue has ready, without finishing any eviction."""
+    while sim.scheduler.schedule_one(timeout=0.05) is not None:
+        pass
+    sim.settle()
+
+
+def test_a_preemptor_is_not_retried_while_its_victims_terminate() -> None:
+    """Issue 28: events about other pods (victims turning terminating, room freed elsewhere)
+    do not retry a gang that waits for its victims; the last victim's departure does."""
+    sim = SimCluster({"podInitialBackoffSeconds": 0.001, "podMaxBackoffSeconds": 0.001})
+    try:
+        sim.add_node("n0", cpu="4")
+        sim.add_node("n1", cpu="1")
+        _gang(sim, "low", 4, 4, priority=LOW)
+        sim.add_pod("other", priority=LOW)
+        sim.run()
+        assert sim.bound_in_group("low") == 4 and "ns/other" in sim.bound
+        _gang(sim, "high", 4, 4, priority=HIGH)
+        _drain_active(sim)
+        victims = sim.evictions.victims
+        assert sorted(victims) == [f"ns/low-{i}" for i in range(4)]
+        tried = _attempts(sim.scheduler.metrics, "unschedulable")
+        for key in victims:  # the API server shows them terminating, one event each
+            pod = sim.scheduler.cache.pod(key)
+            assert pod is not None
+            sim.pods.on_update(pod, dataclasses.replace(pod, deleting=True))
+        sim.delete_pod("ns/other")  # room freed elsewhere: too little for the gang
+        _drain_active(sim)
+        assert _attempts(sim.scheduler.metrics, "unschedulable") == tried
+        assert all(sim.scheduler.ledger.waiting(f"ns/high-{i}") for i in range(4))
+        sim.evictions.finish()  # the kubelet finishes the victims' deletion
+        sim.run()
+        assert sim.bound_in_group("high") == 4
+        assert not sim.violations, sim.violations
+    finally:
+        sim.close()
