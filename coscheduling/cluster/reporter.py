@@ -1,9 +1,10 @@
 """Telling people what the scheduler decided: pod conditions and events.
 
-Writes go through a small queue drained by one worker, with its own client (and so its own
-rate limit, as kube-scheduler's event broadcaster has), so reporting never slows binding.
-Reports for the same pod coalesce: only the latest unsent one is written, and a message
-already written is not written again.
+Writes go through a small queue drained by a few writers, with their own client (and so
+their own rate limit, as kube-scheduler's event broadcaster has), so reporting never slows
+binding and a burst of binds gets its Scheduled events while it happens. Reports for the
+same pod coalesce: only the latest unsent one is written, a message already written is not
+written again, and one object's reports are written one at a time, in order.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 50_000
+WRITERS = 4
+# A report whose object has a write in flight waits this long before it is looked at again.
+IN_FLIGHT_RETRY = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +58,7 @@ class Report:
 
 class Reporter:
     def __init__(self, client: KubeClient, component: str, *,
-                 waiting_delay: float = 1.0) -> None:
+                 waiting_delay: float = 1.0, writers: int = WRITERS) -> None:
         self.client = client
         self.component = component
         # A gang member's reports ("waiting for members", "waiting at Permit") are held this
@@ -68,8 +72,11 @@ class Reporter:
         self._lock = threading.Condition()
         self._stop = False
         self.writes = 0
-        self._thread = threading.Thread(target=self._run, name="reporter", daemon=True)
-        self._thread.start()
+        self._in_flight: set[str] = set()  # objects with a write under way
+        self._threads = [threading.Thread(target=self._run, name=f"reporter-{i}", daemon=True)
+                         for i in range(writers)]
+        for thread in self._threads:
+            thread.start()
 
     # -- what the scheduler calls ---------------------------------------------------------
     def unschedulable(self, pod: Pod, message: str) -> None:
@@ -134,7 +141,7 @@ class Reporter:
             heapq.heappush(self._due, (time.monotonic() + delay, self._seq, key))
             self._lock.notify()
 
-    def _next(self) -> Report | None:
+    def _next(self) -> tuple[str, Report] | None:
         with self._lock:
             while not self._stop:
                 while self._due:
@@ -147,23 +154,32 @@ class Reporter:
                     if wait > 0:
                         break
                     heapq.heappop(self._due)
+                    if key in self._in_flight:  # its earlier report is being written
+                        heapq.heappush(self._due, (due + IN_FLIGHT_RETRY, seq, key))
+                        continue
                     del self._pending[key]
-                    return entry[1]
+                    self._in_flight.add(key)
+                    return key, entry[1]
                 self._lock.wait(None if not self._due else max(0.0, self._due[0][0]
                                                                - time.monotonic()))
             return None
 
     def _run(self) -> None:
         while True:
-            report = self._next()
-            if report is None:
+            found = self._next()
+            if found is None:
                 return
+            key, report = found
             try:
                 self._write(report)
-                self.writes += 1
+                with self._lock:
+                    self.writes += 1
             except ApiError as err:
                 if not err.not_found:
                     log.warning("report failed: %s", err)
+            finally:
+                with self._lock:
+                    self._in_flight.discard(key)
 
     def _write(self, report: Report) -> None:
         now = format_rfc3339(time.time())
@@ -196,11 +212,12 @@ class Reporter:
 
     def flush(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
-        while self._pending and time.monotonic() < deadline:
+        while (self._pending or self._in_flight) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def stop(self) -> None:
         with self._lock:
             self._stop = True
-            self._lock.notify()
-        self._thread.join(timeout=5)
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=5)
