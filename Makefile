@@ -5,17 +5,55 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
-.PHONY: all venv test unit integration lint proto proto-check cluster cluster-down demo clean
+.PHONY: all venv lock image-context test unit integration lint proto proto-check cluster \
+	cluster-down demo clean
 
 all: test
 
-$(STAMP): pyproject.toml
+# The virtualenv from the lock (requirements/dev.txt: every runtime and dev dependency, and
+# the build backend, pinned with hashes); the project itself on top, without resolving.
+$(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Re-resolve the locks (uv, from the dev lock) after a dependency changes in pyproject.toml:
+# runtime (the image), dev (make venv), bench (make bench). Hashes of every file the index has
+# for each pinned version, so the locks install on any platform.
+LOCK := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	--universal --no-header
+lock: $(STAMP)
+	$(LOCK) pyproject.toml -o requirements/runtime.txt
+	$(LOCK) pyproject.toml requirements/build.in --extra dev -o requirements/dev.txt
+	$(LOCK) pyproject.toml requirements/build.in --extra dev --extra bench \
+		-o requirements/bench.txt
+
+# What `docker build` needs, in build/image-context: the Dockerfile, the runtime lock, and a
+# wheelhouse of exactly the locked wheels plus the project's own. Then proves the image's
+# install works offline: a fresh virtualenv installs from the wheelhouse alone (--no-index,
+# --require-hashes) and runs the command. No image is built here (no container engine).
+IMAGE_CONTEXT := build/image-context
+image-context: $(STAMP)
+	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/wheelhouse $(IMAGE_CONTEXT)/requirements
+	cp deploy/Dockerfile $(IMAGE_CONTEXT)/Dockerfile
+	cp requirements/runtime.txt $(IMAGE_CONTEXT)/requirements/
+	$(PY) -m pip download --quiet --require-hashes --only-binary=:all: --python-version 3.11 \
+		--platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+		-r requirements/runtime.txt -d $(IMAGE_CONTEXT)/wheelhouse
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w $(IMAGE_CONTEXT)/wheelhouse .
+	rm -rf $(IMAGE_CONTEXT)/.check && $(PYTHON) -m venv $(IMAGE_CONTEXT)/.check
+	$(IMAGE_CONTEXT)/.check/bin/pip install --quiet --no-index \
+		--find-links $(IMAGE_CONTEXT)/wheelhouse --require-hashes -r requirements/runtime.txt
+	$(IMAGE_CONTEXT)/.check/bin/pip install --quiet --no-index --no-deps \
+		$(IMAGE_CONTEXT)/wheelhouse/coscheduling-*.whl
+	$(IMAGE_CONTEXT)/.check/bin/coscheduling --help > /dev/null
+	$(IMAGE_CONTEXT)/.check/bin/python -c "import coscheduling.service, coscheduling.server"
+	rm -rf $(IMAGE_CONTEXT)/.check
+	@echo "image-context: $(IMAGE_CONTEXT) installs offline from the lock;" \
+		"build it with: docker build $(IMAGE_CONTEXT)"
 
 # Every test, the real-control-plane ones included. The first run builds etcd,
 # kube-apiserver and kube-controller-manager from Go modules (several minutes, cached).
@@ -74,7 +112,7 @@ cluster-down: $(STAMP)
 	$(PY) -m coscheduling localcluster down --workdir $(WORKDIR)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info build
 
 # Benchmark (not part of the tests): W1-W7 (and W1, W2 trickled) against the API ceiling,
 # upstream kube-scheduler + scheduler-plugins coscheduling (built once from Go modules),
@@ -85,8 +123,8 @@ clean:
 BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_ARGS ?=
 
-$(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+$(BENCH_STAMP): $(STAMP) requirements/bench.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements/bench.txt
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

@@ -173,12 +173,7 @@ def test_a_higher_priority_pod_is_bound_at_once_during_a_reservation(
         kubelet: StandInKubelet) -> None:
     create_priority_class(kube, URGENT, 1_000_000)
     sched = start_scheduler()
-    make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
-    _fill(kube, namespace, sched.name, kubelet, "long", 4)
-    _gang(kube, namespace, sched.name, "big", 4)
-    wait_until(lambda: _reserved(kube, namespace, "big"), what="a reservation for the gang")
-    kube.delete(f"/api/v1/namespaces/{namespace}/pods/long-0", gracePeriodSeconds=0)
-    wait_until(lambda: _held_cpu(kube, namespace, "big") == "1", what="1 cpu held")
+    _one_core_reserved(kube, namespace, sched.name, make_node, kubelet, "long")
     create_pod(kube, namespace, pod_body("urgent", scheduler=sched.name,
                                          priority_class=URGENT))
     wait_until(lambda: _on(kube, namespace, "urgent"), what="the urgent pod bound")
@@ -186,6 +181,18 @@ def test_a_higher_priority_pod_is_bound_at_once_during_a_reservation(
     assert bound_count(kube, namespace, "big") == 0
     assert all(_on(kube, namespace, f"long-{i}") for i in (1, 2, 3)), \
         "it took the held core: nothing was evicted"
+
+
+def _one_core_reserved(kube: KubeClient, namespace: str, scheduler: str, make_node: Any,
+                       kubelet: StandInKubelet, prefix: str) -> None:
+    """A 4-cpu node full of jobs ``prefix``-0..3, a gang "big" of 4 reserving it, and
+    ``prefix``-0 gone: the reservation holds 1 cpu."""
+    make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
+    _fill(kube, namespace, scheduler, kubelet, prefix, 4)
+    _gang(kube, namespace, scheduler, "big", 4)
+    wait_until(lambda: _reserved(kube, namespace, "big"), what="a reservation for the gang")
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/{prefix}-0", gracePeriodSeconds=0)
+    wait_until(lambda: _held_cpu(kube, namespace, "big") == "1", what="1 cpu held")
 
 
 def _held_cpu(kube: KubeClient, namespace: str, name: str) -> str:
@@ -277,12 +284,7 @@ def test_a_restart_rebuilds_the_reservation_and_never_leaves_a_partial_gang(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
     sched = start_scheduler()
-    make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
-    _fill(kube, namespace, sched.name, kubelet, "run", 4)
-    _gang(kube, namespace, sched.name, "big", 4)
-    wait_until(lambda: _reserved(kube, namespace, "big"), what="a reservation")
-    kube.delete(f"/api/v1/namespaces/{namespace}/pods/run-0", gracePeriodSeconds=0)
-    wait_until(lambda: _held_cpu(kube, namespace, "big") == "1", what="1 cpu held")
+    _one_core_reserved(kube, namespace, sched.name, make_node, kubelet, "run")
     sched.close()  # its watcher judges gangs by its own releases: it stops watching too
     again = start_scheduler({"schedulerNames": [sched.name]})
     wait_until(lambda: _held_cpu(kube, namespace, "big") == "1",

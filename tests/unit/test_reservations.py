@@ -8,8 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from coscheduling.api.queues import parse_queue
 from coscheduling.api.runtimes import EXPECTED_RUNTIME_ANNOTATION
+from coscheduling.eventhandlers import QueueEvents
 from coscheduling.plugins.coscheduling.plugin import Coscheduling
+from coscheduling.plugins.proportion import Proportion
 from tests.simulation import SimCluster
 
 
@@ -223,32 +226,29 @@ def test_max_reservation_seconds_lets_the_room_go() -> None:
         sim.close()
 
 
-def test_one_reservation_per_queue_and_the_older_gang_wins(reserving: SimCluster) -> None:
-    sim = reserving
+def _reserving_then_drained(sim: SimCluster, gangs: list[tuple[str, int, int]]) -> list[str]:
+    """A busy 4-cpu node and ``gangs`` (name, size, priority, arriving in that order): who
+    reserves; then the node's jobs end."""
     _busy_node(sim)
-    _gang(sim, "first", 2)
-    _gang(sim, "second", 2)
-    sim.run()
-    plugin = _plugin(sim)
-    assert [r.group_key for r in plugin.reservations] == ["ns/first"]
+    for name, size, priority in gangs:
+        _gang(sim, name, size, priority=priority, never_preempt=True)
+        sim.run()
+    reserving = [r.group_key for r in _plugin(sim).reservations]
     for i in range(4):
         sim.delete_pod(f"ns/small-{i}")
     sim.run()
+    return reserving
+
+
+def test_one_reservation_per_queue_and_the_older_gang_wins(reserving: SimCluster) -> None:
+    sim = reserving
+    assert _reserving_then_drained(sim, [("first", 2, 0), ("second", 2, 0)]) == ["ns/first"]
     assert sim.bound_in_group("first") == 2 and sim.bound_in_group("second") == 2
 
 
 def test_a_higher_priority_gang_displaces_a_lower_reservation(reserving: SimCluster) -> None:
     sim = reserving
-    _busy_node(sim)
-    _gang(sim, "low", 4)
-    sim.run()
-    _gang(sim, "high", 4, priority=100, never_preempt=True)
-    sim.run()
-    plugin = _plugin(sim)
-    assert [r.group_key for r in plugin.reservations] == ["ns/high"]
-    for i in range(4):
-        sim.delete_pod(f"ns/small-{i}")
-    sim.run()
+    assert _reserving_then_drained(sim, [("low", 4, 0), ("high", 4, 100)]) == ["ns/high"]
     assert sim.bound_in_group("high") == 4 and sim.bound_in_group("low") == 0
 
 
@@ -261,12 +261,9 @@ def test_a_gang_that_can_never_fit_reserves_nothing(reserving: SimCluster) -> No
 
 
 def test_reserved_room_counts_toward_the_queue_share(reserving: SimCluster) -> None:
-    """Queues a and b share one 8-cpu node equally; b runs 8 one-pod gangs and asks for 4
-    more, and may not be reclaimed. a's gang of 4 reserves the cores b's jobs free; what it holds is a's allocation in
-    the queues' book, so b gets the rest, and both end at their share."""
-    from coscheduling.api.queues import parse_queue
-    from coscheduling.eventhandlers import QueueEvents
-    from coscheduling.plugins.proportion import Proportion
+    """Queues a and b share one 8-cpu node equally; b runs 8 one-pod gangs, asks for 4 more
+    and may not be reclaimed. a's gang of 4 reserves the cores b's jobs free; what it holds
+    is a's allocation in the queues' book, so b gets the rest, and both end at their share."""
 
     sim = reserving
     proportion = sim.scheduler.framework.instances["Proportion"]
