@@ -30,7 +30,7 @@ from google.protobuf.json_format import MessageToDict
 
 from coscheduling.api.membership import LABEL_ONLY
 from coscheduling.api.pods import parse_pod
-from coscheduling.api.times import format_duration, parse_rfc3339
+from coscheduling.api.times import format_duration, format_rfc3339, parse_rfc3339
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient, q
 from coscheduling.cluster.kubeconfig import (
     CredentialsError,
@@ -186,6 +186,8 @@ VERDICT_TEXT = {
     pb.FITS_WHEN_ROOM_FREES: "DOES NOT FIT NOW: it waits until running pods free room "
                              "(no eviction it may make helps)",
     pb.NEVER: "NEVER FITS: not even on the empty cluster",
+    pb.FITS_ONCE_RESERVED: "FITS ONCE ITS RESERVATION COMPLETES: first in line, the room "
+                           "that frees is held for it",
 }
 
 
@@ -211,8 +213,22 @@ def describe(answer: Any) -> str:
                   "when empty" for d in answer.domains]
         if answer.nodes_needed:
             lines.append(f"  {answer.nodes_needed}")
+    lines += _reservation_lines(answer)
     lines += [f"  note: {note}" for note in answer.notes]
     return "\n".join(lines)
+
+
+def _reservation_lines(answer: Any) -> list[str]:
+    lines = []
+    if answer.reserve_nodes:
+        start = (format_rfc3339(answer.estimated_start) if answer.estimated_start
+                 else "unknown (running pods of unknown runtime)")
+        lines.append(f"  would reserve room on {', '.join(answer.reserve_nodes)}; "
+                     f"estimated start: {start}")
+    if answer.reservations_ahead:
+        lines.append("  reservations ahead of it in its queue: "
+                     + ", ".join(answer.reservations_ahead))
+    return lines
 
 
 # -- the command --------------------------------------------------------------------------

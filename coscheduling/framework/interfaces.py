@@ -205,6 +205,13 @@ class GangTrial:
     reclaim: bool = False
     # Why it does not fit now ("" when it does).
     reason: str = ""
+    # When it does not fit now but would once room frees: whether it would reserve the room
+    # that frees (first in line), the reservations of its queue ahead of it, the nodes it
+    # would reserve, and when they are expected to be free (0: not known).
+    would_reserve: bool = False
+    ahead: tuple[str, ...] = ()
+    reserve_nodes: tuple[str, ...] = ()
+    estimated_start: float = 0.0
 
 
 class GangSimulator(Plugin):
@@ -215,3 +222,10 @@ class GangSimulator(Plugin):
         """The gang of ``members`` (in the cache and listers for the call only) against the
         cluster as the cache shows it; with ``preempt``, also which victims would let it
         in. Call under the cache lock; leaves no claim, freeze or gang state behind."""
+
+    @abstractmethod
+    def reservation_preview(self, group: PodGroup, members: Sequence[Pod]) -> GangTrial:
+        """For a gang that would wait for room: whether it would reserve the room that frees,
+        which reservations are ahead of it, where and when (``would_reserve``, ``ahead``,
+        ``reserve_nodes``, ``estimated_start``). Call under the cache lock; changes
+        nothing."""

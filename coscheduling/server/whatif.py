@@ -13,7 +13,8 @@ def answer_pb(answer: Answer) -> pb.SimulateResponse:
         min_member=answer.min_member, pods=answer.pods,
         placements=[pb.Placement(pod=pod, node=node) for pod, node in answer.placements],
         domain=answer.domain, reason=answer.reason, notes=answer.notes,
-        victims=[_key(v) for v in answer.victims],
+        victims=[_key(v) for v in answer.victims], reserve_nodes=answer.reserve_nodes,
+        reservations_ahead=answer.reservations_ahead, estimated_start=answer.estimated_start,
     )
     gap = answer.shortfall
     if gap is not None:

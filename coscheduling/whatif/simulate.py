@@ -8,9 +8,10 @@ outside the call ever does. The gang plugin's trial drops every claim it made an
 the gang; nothing is written to the API server, evicted, frozen or counted.
 
 Answers, in order: fits now (on which nodes, in which domain); fits after preempting
-(which pods); fits after its queue reclaims what others borrowed (which pods); fits once
-room frees (every victim it may not evict would have to finish; it fits an empty cluster);
-never (not even on the empty cluster). When it does not fit now, the shortfall says what is
+(which pods); fits after its queue reclaims what others borrowed (which pods); fits once the
+reservation it would make completes (first in line: where, and when if the running pods'
+ends are known); fits once room frees (behind other reservations, or none possible); never
+(not even on the empty cluster). When it does not fit now, the shortfall says what is
 missing.
 """
 
@@ -43,6 +44,7 @@ FITS_AFTER_PREEMPTION = "FITS_AFTER_PREEMPTION"
 FITS_AFTER_RECLAIM = "FITS_AFTER_RECLAIM"
 FITS_WHEN_ROOM_FREES = "FITS_WHEN_ROOM_FREES"
 NEVER = "NEVER"
+FITS_ONCE_RESERVED = "FITS_ONCE_RESERVED"
 GANG_PLUGIN = "Coscheduling"
 
 
@@ -63,6 +65,10 @@ class Answer:
     reason: str = ""
     shortfall: Shortfall | None = None
     notes: list[str] = field(default_factory=list)
+    # Waiting for room: the reservation it would make, those ahead of it, its estimate.
+    reserve_nodes: list[str] = field(default_factory=list)
+    reservations_ahead: list[str] = field(default_factory=list)
+    estimated_start: float = 0.0
 
 
 def simulate(scheduler: Scheduler, manifest: bytes, namespace: str) -> Answer:
@@ -110,6 +116,17 @@ def _judge(scheduler: Scheduler, simulator: GangSimulator, group: PodGroup,
                 usable(member, info)
     answer.verdict = FITS_WHEN_ROOM_FREES if empty.fits else NEVER
     answer.shortfall = shortfall(cache, group, members, usable)
+    if empty.fits:
+        _reservation(simulator.reservation_preview(group, pods), answer)
+
+
+def _reservation(preview: GangTrial, answer: Answer) -> None:
+    """Once room frees: the reservation it would make (first in line) or those ahead."""
+    answer.reservations_ahead = list(preview.ahead)
+    answer.reserve_nodes = list(preview.reserve_nodes)
+    answer.estimated_start = preview.estimated_start
+    if preview.would_reserve and preview.reserve_nodes:
+        answer.verdict = FITS_ONCE_RESERVED
 
 
 class _Usable:

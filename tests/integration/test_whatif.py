@@ -144,11 +144,13 @@ def test_whatif_fits_preempts_never_and_changes_nothing(
     assert victims and all(v.startswith("low-") for v in victims), answer
     assert "cannot be placed" in answer["reason"]
 
-    # The same gang at low priority may evict nothing: it waits for room.
+    # The same gang at low priority may evict nothing: it waits for room, and first in line
+    # it would reserve the room that frees (no other gang reserves).
     answer = whatif(s, job("patient", 2, {"cpu": "3"}, LOW, selector), tmp_path, kubeconfig,
                     capsys)
-    assert answer["verdict"] == "FITS_WHEN_ROOM_FREES", answer
+    assert answer["verdict"] == "FITS_ONCE_RESERVED", answer
     assert answer["need"] == 2 and answer["fit_now"] == 0 and answer["fit_empty"] == 2
+    assert answer["reserve_nodes"] and not answer.get("reservations_ahead"), answer
 
     # 3. Never: 3 pods of 8 GPUs on a cluster with one 8-GPU node; the shortfall says so.
     text = whatif(s, job("huge", 3, {"nvidia.com/gpu": "8", "cpu": "1"}, HIGH), tmp_path,

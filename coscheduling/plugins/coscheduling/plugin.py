@@ -44,7 +44,7 @@ from coscheduling.plugins.coscheduling.manager import (
     GangCounts,
     GangManager,
 )
-from coscheduling.plugins.coscheduling.reservations import Reservations
+from coscheduling.plugins.coscheduling.reservations import UNKNOWN, Reservations
 from coscheduling.plugins.coscheduling.status import (
     GroupView,
     build_status,
@@ -256,31 +256,57 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         if not members:
             return GangTrial(False, reason="no member pods")
         manager, cache = self.manager, self.handle.cache
-        first, rest = members[0], list(members[1:])
         placed: list[Pod] = []
         try:
-            placed, why = manager.trial(first, group, self._select_node, rest)
-            if not why:
-                return self._trial_result(group, placed)
-            if not placed or not (preempt and self._may_preempt(first, rest)):
-                return GangTrial(False, reason=why)
-
-            def place() -> str:
-                return manager.retry_placement(group, placed, self._select_node)
-
-            victims, reclaim = self.preemption.search_gang(group, placed, place)
-            if victims is None:
-                return GangTrial(False, reason=why)
-            with cache.without(victims.pods):
-                if place():
-                    return GangTrial(False, reason=why)
-                found = self._trial_result(group, placed)
-            return dataclasses.replace(found, victims=victims.pods, reclaim=reclaim,
-                                       reason=why)
+            with self.reservations.passed_by(members[0]):  # as its PreFilter would lend it
+                return self._trial(group, list(members), placed, preempt)
         finally:
             for member in placed:
                 cache.drop_claim(member.key)
             manager.forget_group(group.key)
+
+    def _trial(self, group: PodGroup, members: list[Pod], placed: list[Pod],
+               preempt: bool) -> GangTrial:
+        """The body of :meth:`trial`; the members it claimed go into ``placed``."""
+        manager, cache = self.manager, self.handle.cache
+        first, rest = members[0], members[1:]
+        found, why = manager.trial(first, group, self._select_node, rest)
+        placed.extend(found)
+        if not why:
+            return self._trial_result(group, placed)
+        if not placed or not (preempt and self._may_preempt(first, rest)):
+            return GangTrial(False, reason=why)
+
+        def place() -> str:
+            return manager.retry_placement(group, placed, self._select_node)
+
+        victims, reclaim = self.preemption.search_gang(group, placed, place)
+        if victims is None:
+            return GangTrial(False, reason=why)
+        with cache.without(victims.pods):
+            if place():
+                return GangTrial(False, reason=why)
+            result = self._trial_result(group, placed)
+        return dataclasses.replace(result, victims=victims.pods, reclaim=reclaim, reason=why)
+
+    def reservation_preview(self, group: PodGroup, members: Sequence[Pod]) -> GangTrial:
+        if not members:
+            return GangTrial(False)
+        manager = self.manager
+        first, rest = members[0], list(members[1:])
+        try:
+            missing = manager.missing(first, group, rest, manager.counts(group.key))
+            if isinstance(missing, str) or not missing:
+                return GangTrial(False, reason=missing if isinstance(missing, str) else "")
+            first_in_line, ahead, planned = self.reservations.preview(group, missing)
+        finally:
+            manager.forget_group(group.key)
+        if planned is None:
+            return GangTrial(False, ahead=ahead)
+        estimate = planned.estimate
+        return GangTrial(False, would_reserve=first_in_line, ahead=ahead,
+                         reserve_nodes=tuple(sorted(planned.targets)),
+                         estimated_start=0.0 if estimate == UNKNOWN else estimate)
 
     def _trial_result(self, group: PodGroup, placed: list[Pod]) -> GangTrial:
         cache = self.handle.cache

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -144,17 +145,45 @@ class Reservations:
         for reservation in self._by_group.values():
             if reservation.group_key == pod.group_key:
                 continue  # its own room is given to it at admission
-            higher = pod.priority > reservation.priority
-            estimate = reservation.estimate  # UNKNOWN: nothing may backfill
-            ends_first = runtime is not None and estimate != UNKNOWN \
-                and now + runtime <= estimate
-            if higher or ends_first:
-                backfill = backfill or not higher
+            if _may_pass(pod.priority, runtime, now, reservation):
+                backfill = backfill or pod.priority <= reservation.priority
                 passed.append(reservation.group_key)
                 self._drop_placeholders(reservation)
                 reservation.lent = True
         if passed:
             self._borrower = (pod.key, backfill, tuple(passed))
+
+    @contextmanager
+    def passed_by(self, pod: Pod) -> Iterator[None]:
+        """For a what-if: the room of the reservations ``pod`` may pass is free for the block,
+        then held exactly as before (no reservation grows or shrinks)."""
+        now = self.handle.clock.now()
+        runtime = self.runtime_of(pod)
+        passed = [r for r in self._by_group.values() if r.group_key != pod.group_key
+                  and _may_pass(pod.priority, runtime, now, r)]
+        for reservation in passed:
+            for target in reservation.targets.values():
+                self.handle.cache.drop_claim(target.key)
+        try:
+            yield
+        finally:
+            for reservation in passed:
+                for target in reservation.targets.values():
+                    self._hold(reservation, target, dict(target.held))
+
+    def preview(self, group: PodGroup, members: list[Pod]) -> tuple[bool, tuple[str, ...],
+                                                                   Reservation | None]:
+        """For a what-if of a gang that would wait for room: whether it would reserve (first
+        in line of its queue), the reservations ahead of it, and the reservation it would
+        make (its nodes and estimate; None when none can be planned). Changes nothing."""
+        if self._limit(group) <= 0:
+            return False, (), None
+        rank = _rank(self.handle, group)
+        same = sorted((r for r in self._by_group.values() if r.queue == group.queue),
+                      key=lambda r: r.rank)
+        ahead = tuple(r.group_key for r in same if r.rank < rank)
+        first = len(ahead) < self.args.max_reservations_per_queue
+        return first, ahead, self._plan(group, members)
 
     def lend_own(self, group_key: str) -> None:
         """The gang's admission may use the room held for it: it is let go for the attempt
@@ -468,6 +497,16 @@ class Reservations:
         running = [p for p in info.pods.values() if p.node_name and not p.terminal]
         with self.handle.cache.without(running):
             return self.handle.runner.filter_node(member, info, self.plugin_name).ok
+
+
+def _may_pass(priority: int, runtime: float | None, now: float,
+              reservation: Reservation) -> bool:
+    """A pod of higher priority, or one that ends before the reservation is expected to
+    complete (never while that cannot be estimated), may use its room."""
+    if priority > reservation.priority:
+        return True
+    estimate = reservation.estimate
+    return runtime is not None and estimate != UNKNOWN and now + runtime <= estimate
 
 
 def _rank(handle: Handle, group: PodGroup) -> tuple[int, float, str]:

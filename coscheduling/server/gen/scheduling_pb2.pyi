@@ -34,6 +34,7 @@ class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FITS_AFTER_RECLAIM: _ClassVar[Verdict]
     FITS_WHEN_ROOM_FREES: _ClassVar[Verdict]
     NEVER: _ClassVar[Verdict]
+    FITS_ONCE_RESERVED: _ClassVar[Verdict]
 CODE_SUCCESS: Code
 CODE_ERROR: Code
 CODE_UNSCHEDULABLE: Code
@@ -52,6 +53,7 @@ FITS_AFTER_PREEMPTION: Verdict
 FITS_AFTER_RECLAIM: Verdict
 FITS_WHEN_ROOM_FREES: Verdict
 NEVER: Verdict
+FITS_ONCE_RESERVED: Verdict
 
 class Status(_message.Message):
     __slots__ = ("code", "reasons", "plugin")
@@ -343,7 +345,7 @@ class DomainShortfall(_message.Message):
     def __init__(self, domain: _Optional[str] = ..., fit_now: _Optional[int] = ..., fit_empty: _Optional[int] = ..., need: _Optional[int] = ...) -> None: ...
 
 class SimulateResponse(_message.Message):
-    __slots__ = ("verdict", "source", "group", "min_member", "pods", "placements", "domain", "victims", "reason", "need", "fit_now", "fit_empty", "shortfall", "domains", "nodes_needed", "notes")
+    __slots__ = ("verdict", "source", "group", "min_member", "pods", "placements", "domain", "victims", "reason", "need", "fit_now", "fit_empty", "shortfall", "domains", "nodes_needed", "notes", "reserve_nodes", "reservations_ahead", "estimated_start")
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
@@ -360,6 +362,9 @@ class SimulateResponse(_message.Message):
     DOMAINS_FIELD_NUMBER: _ClassVar[int]
     NODES_NEEDED_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_NODES_FIELD_NUMBER: _ClassVar[int]
+    RESERVATIONS_AHEAD_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_START_FIELD_NUMBER: _ClassVar[int]
     verdict: Verdict
     source: str
     group: str
@@ -376,4 +381,7 @@ class SimulateResponse(_message.Message):
     domains: _containers.RepeatedCompositeFieldContainer[DomainShortfall]
     nodes_needed: str
     notes: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., source: _Optional[str] = ..., group: _Optional[str] = ..., min_member: _Optional[int] = ..., pods: _Optional[int] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., domain: _Optional[str] = ..., victims: _Optional[_Iterable[_Union[ObjectKey, _Mapping]]] = ..., reason: _Optional[str] = ..., need: _Optional[int] = ..., fit_now: _Optional[int] = ..., fit_empty: _Optional[int] = ..., shortfall: _Optional[_Iterable[_Union[ResourceShortfall, _Mapping]]] = ..., domains: _Optional[_Iterable[_Union[DomainShortfall, _Mapping]]] = ..., nodes_needed: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+    reserve_nodes: _containers.RepeatedScalarFieldContainer[str]
+    reservations_ahead: _containers.RepeatedScalarFieldContainer[str]
+    estimated_start: float
+    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., source: _Optional[str] = ..., group: _Optional[str] = ..., min_member: _Optional[int] = ..., pods: _Optional[int] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., domain: _Optional[str] = ..., victims: _Optional[_Iterable[_Union[ObjectKey, _Mapping]]] = ..., reason: _Optional[str] = ..., need: _Optional[int] = ..., fit_now: _Optional[int] = ..., fit_empty: _Optional[int] = ..., shortfall: _Optional[_Iterable[_Union[ResourceShortfall, _Mapping]]] = ..., domains: _Optional[_Iterable[_Union[DomainShortfall, _Mapping]]] = ..., nodes_needed: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., reserve_nodes: _Optional[_Iterable[str]] = ..., reservations_ahead: _Optional[_Iterable[str]] = ..., estimated_start: _Optional[float] = ...) -> None: ...
