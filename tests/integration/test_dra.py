@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.explain import explain
 from tests.integration.kube import (
     create_pod,
     create_podgroup,
@@ -177,6 +178,14 @@ def test_gang_of_four_with_template_claims_on_three_plus_one_devices(
         assert [r["name"] for r in reserved] == [name]
         assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
     assert len(set(devices)) == 4, devices
+    text = explain(kube, namespace, "train")
+    assert f"needs 4 devices of class {cls} (1 per member); 0 free" in text, text
+    for name in names:
+        claim = claims[name]
+        device = _results(claim)[0]
+        assert any(line.split() == [name, claim["metadata"]["name"],
+                                    f"{device['pool']}/{device['device']}"]
+                   for line in text.splitlines()), text
     sched.watcher.check_settled()
 
 
@@ -203,6 +212,9 @@ def test_gang_needing_more_devices_than_exist_binds_nothing_and_allocates_nothin
     assert len(dra.claims()) == 5  # the controller made them; none was allocated
     assert not any(placement(kube, namespace).values())
     assert [c["metadata"]["name"] for c in dra.claims() if _results(c)] == []
+    text = explain(kube, namespace, "big")
+    assert (f"needs 5 devices of class {cls} (1 per member); 4 free: {n1} 3, {n2} 1"
+            in text), text
     sched.watcher.check_settled()
 
 
