@@ -13,10 +13,8 @@ so an object with a bad expression is reported, not compiled again on every cycl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -80,10 +78,6 @@ def _is_quantity(text: str) -> bool:
     except QuantityError:
         return False
     return True
-
-
-_SEMVER = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-                     r"(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 
 
 def _semver(text: str) -> dict[str, Any]:
@@ -203,8 +197,3 @@ def _short(message: str) -> str:
     """cel-cpp's message without its status prefix, on one line."""
     message = message.removeprefix("INVALID_ARGUMENT: ").removeprefix("ERROR: ")
     return " ".join(line.strip() for line in message.splitlines() if line.strip())
-
-
-def ceil_milli(value: Decimal) -> int:
-    """Milli-units of a quantity, rounded up as the API rounds quantities."""
-    return int((value * 1000).to_integral_value(rounding=ROUND_CEILING))

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coscheduling.api.dra import (
-    GROUP_VERSION,
     Allocation,
     Device,
     DeviceClass,
@@ -128,12 +127,15 @@ def _selector_json(results: Sequence[Result], index: NodeIndex, node_name: str) 
     return next((s.selector_json for s in slices if s is not None and s.selector_json), None)
 
 
-def _config(claim: ResourceClaim, classes: Mapping[str, DeviceClass]) -> list[dict[str, Any]]:
-    """status.allocation.devices.config: the classes' configuration for the requests that
-    use them, then the claim's own, passed through as given."""
+def _config(claim: ResourceClaim, classes: Mapping[str, DeviceClass],
+            chosen: set[str]) -> list[dict[str, Any]]:
+    """status.allocation.devices.config: the classes' configuration for the (sub)requests
+    that got devices, then the claim's own, passed through as given."""
     config: list[dict[str, Any]] = []
     for request in claim.requests:
         for sub in request.alternatives:
+            if sub.name not in chosen:
+                continue
             device_class = classes.get(sub.device_class)
             for entry in device_class.config if device_class is not None else ():
                 config.append({"source": "FromClass", "requests": [sub.name],
@@ -150,7 +152,7 @@ def make_allocation(claim: ResourceClaim, results: Sequence[Result], index: Node
     devices: dict[str, Any] = {"results": [
         {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
         for r in results]}
-    config = _config(claim, classes)
+    config = _config(claim, classes, {r.request for r in results})
     if config:
         devices["config"] = config
     body: dict[str, Any] = {"devices": devices}
@@ -159,5 +161,3 @@ def make_allocation(claim: ResourceClaim, results: Sequence[Result], index: Node
     terms = node_terms(selector, "nodeSelector") if selector is not None else None
     return Allocation(tuple(results), terms, node_name, json=body)
 
-
-API_VERSION = GROUP_VERSION
