@@ -23,13 +23,15 @@ import yaml
 
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
+from coscheduling.explain import explain
 from coscheduling.localcluster import LocalCluster, ensure_binaries
 from coscheduling.localcluster.launcher import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004", "demo-topology",
-              "demo-kube-batch", "demo-roles")
+              "demo-kube-batch", "demo-roles", "demo-dra")
+DRA_DRIVER = "gpu.demo.example.com"
 KUBE_BATCH_CRD = "podgroups.scheduling.incubator.k8s.io"
 RACK = "example.com/rack"
 
@@ -216,11 +218,13 @@ class Demo:
                                 ("rack2-a", "8", "r2"), ("rack2-b", "8", "r2")):
             _node(kube, name, cpu, {"demo": "topology", RACK: rack})
         _node(kube, "roles-a", "5", {"demo": "roles"})
+        for name in ("dra-a", "dra-b"):
+            _node(kube, name, "8", {"demo": "dra"})
         _say("   seed000-a 3 cpu, seed000-b 2 cpu (kube-batch-a/b the same) | "
              "seed001-a 8 cpu (0.9 used) | "
              "seed004-a/b 8 cpu + 4 nvidia.com/gpu each\n"
              f"   topology: {RACK}=r1 two 4-cpu nodes, {RACK}=r2 two 8-cpu nodes | "
-             "roles-a 5 cpu")
+             "roles-a 5 cpu | dra-a, dra-b 8 cpu (GPUs through DRA)")
 
     def _examples(self, kube: KubeClient, kubeconfig: Path) -> None:
         _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "namespaces.yaml"))
@@ -274,6 +278,22 @@ class Demo:
         self._kube_batch(kube)
         self._topology(kube, kubeconfig)
         self._roles(kube, kubeconfig)
+        self._dra(kube, kubeconfig)
+
+    def _dra(self, kube: KubeClient, kubeconfig: Path) -> None:
+        """A gang of GPU workers on devices published through DRA (as a driver would)."""
+        _say("== DRA: publishing ResourceSlices of gpu.demo.example.com (dra-a 3 GPUs of "
+             "80Gi, dra-b 1), as a GPU driver would")
+        for node, count in (("dra-a", 3), ("dra-b", 1)):
+            kube.create("/apis/resource.k8s.io/v1/resourceslices", _gpu_slice(node, count))
+        _say("== kubectl apply -f examples/dra-gpu-gang.yaml")
+        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "dra-gpu-gang.yaml"))
+        self._expect("DRA gang of 4 runs on 3 + 1 devices, one claim per worker",
+                     lambda: sorted(_bound(kube, "demo-dra", "gpu-train"))
+                     == ["dra-a", "dra-a", "dra-a", "dra-b"] and _allocated(kube) == 4,
+                     "4/4 bound: 3 on dra-a, 1 on dra-b; 4 claims allocated, 4 devices")
+        _settled(kube, "demo-dra", "gpu-train", 4)
+        _say(explain(kube, "demo-dra", "gpu-train"))
 
     def _kube_batch(self, kube: KubeClient) -> None:
         namespace = "demo-kube-batch"
@@ -348,6 +368,25 @@ class Demo:
             self.check(name, False, f"not seen within 60s: {detail}")
             return
         self.check(name, True, detail)
+
+
+def _gpu_slice(node: str, count: int) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpus"},
+            "spec": {"driver": DRA_DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu{i}", "attributes": {"model": {"string": "h100"}},
+                                  "capacity": {"memory": {"value": "80Gi"}}}
+                                 for i in range(count)]}}
+
+
+def _allocated(kube: KubeClient) -> int:
+    """Distinct devices allocated to the demo's claims."""
+    claims = kube.get("/apis/resource.k8s.io/v1/namespaces/demo-dra/resourceclaims")
+    devices = {(r["pool"], r["device"]) for c in claims.get("items") or ()
+               for r in ((c.get("status") or {}).get("allocation") or {}).get(
+                   "devices", {}).get("results", [])}
+    return len(devices)
 
 
 def _group_status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from coscheduling.api.dra import ResourceClaim
 from coscheduling.api.namespaces import Namespace
 from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
@@ -228,6 +229,36 @@ class VolumeEvents(StoreEvents[R, R]):
 
     def on_delete(self, record: R) -> None:
         self._changed(lambda: StoreEvents.on_delete(self, record), wake=False)
+
+
+class DeviceEvents(StoreEvents[R, R]):
+    """DeviceClasses, ResourceSlices or ResourceClaims into the device store. New devices,
+    a claim created from a template, or devices given back may let a parked pod fit; a
+    claim whose allocation the watch now shows drops this scheduler's assumption of it."""
+
+    def __init__(self, scheduler: Scheduler, store: dict[str, R],
+                 key: Callable[[R], str]) -> None:
+        super().__init__(scheduler, store, key, lambda record: record)
+
+    def _changed(self, apply: Callable[[], None], record: R, wake: bool) -> None:
+        def change() -> None:
+            apply()
+            if isinstance(record, ResourceClaim):
+                self.s.devices.settle(record)
+
+        with self.s.cache.lock:
+            self.s.devices.update(change)
+            if wake:
+                self.s.activator.capacity_freed_locked()
+
+    def on_add(self, record: R) -> None:
+        self._changed(lambda: StoreEvents.on_add(self, record), record, wake=True)
+
+    def on_update(self, old: R, new: R) -> None:
+        self._changed(lambda: StoreEvents.on_add(self, new), new, wake=old != new)
+
+    def on_delete(self, record: R) -> None:
+        self._changed(lambda: StoreEvents.on_delete(self, record), record, wake=True)
 
 
 class PodGroupEvents:

@@ -10,6 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
+from coscheduling.api.dra import (
+    ALL,
+    API_PATH,
+    DeviceId,
+    ResourceClaim,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
 from coscheduling.api.membership import LABEL_ONLY
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import parse_pod
@@ -17,6 +26,7 @@ from coscheduling.api.queues import PLURAL as QUEUES
 from coscheduling.api.times import format_duration, parse_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
 from coscheduling.groups import apis_for_tag
+from coscheduling.plugins.dynamicresources.cel import CelRuntimeError, compile_selector
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -166,4 +176,94 @@ def _explain(client: KubeClient, group: PodGroup, status: dict[str, Any], title:
                          f"together with the {bound} placed.")
     else:
         lines.append(f"  none yet in {namespace}")
+    if any((p.get("spec") or {}).get("resourceClaims") for p in pods):
+        lines += _devices(client, namespace, pods)
     return "\n".join(lines)
+
+
+def _member_claims(client: KubeClient, namespace: str,
+                   pod: dict[str, Any]) -> list[tuple[str, ResourceClaim | None, str]]:
+    """(pod claim name, its ResourceClaim or the template's as one, template) per entry."""
+    statuses = {s.get("name"): s.get("resourceClaimName")
+                for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    found: list[tuple[str, ResourceClaim | None, str]] = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
+        name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+        template = entry.get("resourceClaimTemplateName") or ""
+        path = (f"{API_PATH}/namespaces/{q(namespace)}/resourceclaims/{q(name)}" if name
+                else f"{API_PATH}/namespaces/{q(namespace)}/resourceclaimtemplates/"
+                     f"{q(template)}")
+        try:
+            raw = client.get(path)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            found.append((str(entry.get("name")), None, template))
+            continue
+        if not name:  # the template's claim spec, as the claim will be made
+            raw = {"metadata": {"namespace": namespace, "name": f"<{template}>"},
+                   "spec": (raw.get("spec") or {}).get("spec") or {}}
+        found.append((str(entry.get("name")), parse_resource_claim(raw), template))
+    return found
+
+
+def _free_by_class(client: KubeClient, classes: set[str]) -> dict[str, dict[str, int]]:
+    """class -> node -> devices the class selects that no claim holds."""
+    taken: set[DeviceId] = set()
+    for raw in client.get(f"{API_PATH}/resourceclaims").get("items") or ():
+        allocation = parse_resource_claim(raw).allocation
+        if allocation is not None:
+            taken.update(r.device_id for r in allocation.results)
+    free: dict[str, dict[str, int]] = {name: {} for name in classes}
+    selectors = {}
+    for raw in client.get(f"{API_PATH}/deviceclasses").get("items") or ():
+        device_class = parse_device_class(raw)
+        if device_class.name in classes:
+            selectors[device_class.name] = [compile_selector(t) for t in device_class.selectors]
+    for raw in client.get(f"{API_PATH}/resourceslices").get("items") or ():
+        piece = parse_resource_slice(raw)
+        where = piece.node_name or ("all nodes" if piece.all_nodes else f"slice {piece.name}")
+        for device in piece.devices:
+            if device.id in taken or device.unusable:
+                continue
+            for name, programs in selectors.items():
+                try:
+                    if all(not p.error and p.matches(device) for p in programs):
+                        free[name][where] = free[name].get(where, 0) + 1
+                except CelRuntimeError:
+                    continue
+    return free
+
+
+def _devices(client: KubeClient, namespace: str, pods: list[dict[str, Any]]) -> list[str]:
+    """Devices the gang needs, how many are free where, and what each member got."""
+    need: dict[str, int] = {}
+    per_member: dict[str, set[int]] = {}
+    seen: set[str] = set()
+    rows = [["MEMBER", "CLAIM", "DEVICES"]]
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        for entry, claim, _ in _member_claims(client, namespace, pod):
+            if claim is None:
+                rows.append([pod["metadata"]["name"], f"{entry} (not created yet)", "-"])
+                continue
+            devices = ", ".join(f"{r.pool}/{r.device}" for r in claim.allocation.results) \
+                if claim.allocation is not None else "-"
+            rows.append([pod["metadata"]["name"], claim.name, devices])
+            if claim.key in seen:
+                continue
+            seen.add(claim.key)
+            for request in claim.requests:
+                sub = request.alternatives[0]
+                count = 1 if sub.mode == ALL else sub.count
+                need[sub.device_class] = need.get(sub.device_class, 0) + count
+                per_member.setdefault(sub.device_class, set()).add(count)
+    free = _free_by_class(client, set(need))
+    lines = ["Devices:"]
+    for name, total in sorted(need.items()):
+        counts = per_member.get(name, set())
+        each = f" ({next(iter(counts))} per member)" if len(counts) == 1 else ""
+        where = free.get(name, {})
+        spots = ", ".join(f"{node} {n}" for node, n in sorted(where.items()))
+        lines.append(f"  needs {total} devices of class {name}{each}; "
+                     f"{sum(where.values())} free" + (f": {spots}" if spots else ""))
+    return lines + _table(rows)

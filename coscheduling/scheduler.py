@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from coscheduling.api.dra import DeviceStore
 from coscheduling.api.volumes import VolumeStore
 from coscheduling.cache import Cache, Listers
 from coscheduling.cluster.client import ApiError
@@ -122,6 +123,7 @@ class Scheduler:
         self.cache = Cache()
         self.listers = Listers()
         self.volumes = VolumeStore()  # claims, volumes, classes, CSINodes (their watches)
+        self.devices = DeviceStore()  # DeviceClasses, ResourceSlices, ResourceClaims
         self.waiting_pods = WaitingPods(self._on_decision)
         self._pool = ThreadPoolExecutor(config.binding_parallelism, thread_name_prefix="bind")
         # Preemption's writes (evictions, nominations) on threads of their own, so a storm
@@ -168,7 +170,8 @@ class Scheduler:
             runner=self._runner, activator=self.activator, preemption=self.ledger,
             status=self.notices, binder=ApiBinder(self.client, self._may_bind),
             clock=WallClock(), waiting_pods=self.waiting_pods, metrics=self.metrics,
-            volumes=self.volumes, api=self.client,
+            volumes=self.volumes, api=self.client, devices=self.devices,
+            events=self.reporter,
             scheduler_names=tuple(config.scheduler_names),
         )
         instances: dict[str, Plugin] = {

@@ -11,6 +11,16 @@ from typing import Any, Generic, TypeVar
 
 from coscheduling import GROUP_API, GROUP_VERSION, faults
 from coscheduling.api.budgets import Budget, parse_budget
+from coscheduling.api.dra import (
+    API_PATH,
+    DeviceClass,
+    DeviceStore,
+    ResourceClaim,
+    ResourceSlice,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
 from coscheduling.api.namespaces import Namespace, parse_namespace
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PodGroup
@@ -39,6 +49,7 @@ from coscheduling.cluster.queuestatus import QueueStatusWriter
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.eventhandlers import (
+    DeviceEvents,
     FinishedPodEvents,
     NamespaceEvents,
     NodeEvents,
@@ -96,6 +107,10 @@ def _watches(kinds: KindTable) -> list[Watch[Any]]:
                 key: Callable[[Any], str]) -> Callable[[Scheduler], Any]:
         return lambda s: VolumeEvents(s, store(s.volumes), key)
 
+    def devices(store: Callable[[DeviceStore], dict[str, Any]],
+                key: Callable[[Any], str]) -> Callable[[Scheduler], Any]:
+        return lambda s: DeviceEvents(s, store(s.devices), key)
+
     finished = [Watch[Pod](f"pods-{phase.lower()}", "/api/v1/pods", parse_pod,
                            lambda p: p.key, FinishedPodEvents,
                            field_selector=f"status.phase={phase}")
@@ -124,6 +139,14 @@ def _watches(kinds: KindTable) -> list[Watch[Any]]:
                             volumes(lambda v: v.classes, lambda c: c.name)),
         Watch[CSINode]("csinodes", f"{storage}/csinodes", parse_csinode, lambda n: n.name,
                        volumes(lambda v: v.csinodes, lambda n: n.name)),
+        Watch[DeviceClass]("deviceclasses", f"{API_PATH}/deviceclasses", parse_device_class,
+                           lambda c: c.name, devices(lambda d: d.classes, lambda c: c.name)),
+        Watch[ResourceSlice]("resourceslices", f"{API_PATH}/resourceslices",
+                             parse_resource_slice, lambda r: r.name,
+                             devices(lambda d: d.slices, lambda r: r.name)),
+        Watch[ResourceClaim]("resourceclaims", f"{API_PATH}/resourceclaims",
+                             parse_resource_claim, lambda c: c.key,
+                             devices(lambda d: d.claims, lambda c: c.key)),
         *finished,
     ]
 

@@ -87,6 +87,10 @@ class Pod:
     placement_volumes: tuple[tuple[int, str, str], ...] = ()
     # Names of spec.resourceClaims (dynamic resource allocation).
     resource_claims: tuple[str, ...] = ()
+    # spec.resourceClaims as (name, resourceClaimName, resourceClaimTemplateName), and
+    # status.resourceClaimStatuses as (name, the claim made from the template or "").
+    claim_sources: tuple[tuple[str, str, str], ...] = ()
+    claim_statuses: tuple[tuple[str, str], ...] = ()
     # The PLACEMENT_FIELDS the spec sets, as "spec.<field>".
     placement_fields: tuple[str, ...] = ()
     # Pod (anti-)affinity (None without any term) and topology spread constraints.
@@ -389,7 +393,14 @@ def _read_volumes(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
 def _read_claims_and_fields(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
     claims = spec.get("resourceClaims")
     if claims:
-        pod.resource_claims = tuple([str(_mapping(c).get("name") or "") for c in claims])
+        sources = [_mapping(c) for c in claims]
+        pod.resource_claims = tuple([str(c.get("name") or "") for c in sources])
+        pod.claim_sources = tuple(
+            (str(c.get("name") or ""), str(c.get("resourceClaimName") or ""),
+             str(c.get("resourceClaimTemplateName") or "")) for c in sources)
+        pod.claim_statuses = tuple(
+            (str(_mapping(c).get("name") or ""), str(_mapping(c).get("resourceClaimName") or ""))
+            for c in status.get("resourceClaimStatuses") or ())
     fields = [f"spec.{name}" for name in PLACEMENT_FIELDS if spec.get(name)]
     if fields:
         pod.placement_fields = tuple(fields)

@@ -20,6 +20,7 @@ from coscheduling.api.times import format_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
 
 if TYPE_CHECKING:
+    from coscheduling.api.objectref import ObjectRef
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
 
@@ -124,6 +125,13 @@ class Reporter:
         self._submit(f"podgroup:{group.key}", 0.0, Report(
             group.namespace, group.name, group.uid, kind, reason, message,
             api_version=group.api_version, object_kind="PodGroup"))
+
+    def object_event(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None:
+        """An event about any object; one of a cluster-scoped object goes to "default"."""
+        namespace = ref.namespace or "default"
+        self._submit(f"{ref.kind}:{namespace}/{ref.name}:{reason}", 0.0, Report(
+            namespace, ref.name, ref.uid, kind, reason, message, api_version=ref.api_version,
+            object_kind=ref.kind))
 
     def forget(self, pod: Pod) -> None:
         self._reported.pop(pod.uid, None)

@@ -16,6 +16,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from coscheduling.api.dra import DeviceStore
+from coscheduling.api.objectref import ObjectRef
 from coscheduling.framework.status import Status
 
 if TYPE_CHECKING:
@@ -129,9 +131,18 @@ class Binder(Protocol):
 
 
 class ApiWriter(Protocol):
-    """Writes to the API server that plugins make themselves (PreBind's volume patches)."""
+    """Writes to the API server that plugins make themselves (PreBind's volume patches and
+    claim allocations, which read the object they update first)."""
 
     def patch(self, path: str, body: Any, *, kind: str = "merge") -> dict[str, Any]: ...
+    def get(self, path: str, **query: Any) -> dict[str, Any]: ...
+
+
+class EventRecorder(Protocol):
+    """Events about objects other than pods and PodGroups (a DeviceClass whose selector
+    does not compile)."""
+
+    def object_event(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None: ...
 
 
 class Clock(Protocol):
@@ -181,5 +192,7 @@ class Handle:
     metrics: SchedulerMetrics
     volumes: VolumeStore
     api: ApiWriter | None = None
+    devices: DeviceStore = field(default_factory=DeviceStore)
+    events: EventRecorder | None = None
     scheduler_names: tuple[str, ...] = ()
     gangs: GangPolicies = field(default_factory=GangPolicies)

@@ -71,6 +71,9 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "disruption-controller",  # PodDisruptionBudget status, which preemption respects
+    # ResourceClaims from a pod's ResourceClaimTemplates (DRA; resource.k8s.io/v1 is served
+    # by default since 1.34), and claims given back when their pods are gone.
+    "resourceclaim-controller",
 )
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"

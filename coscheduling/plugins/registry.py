@@ -7,6 +7,7 @@ from coscheduling.plugins import coscheduling as gang
 from coscheduling.plugins.defaultbinder import DefaultBinder
 from coscheduling.plugins.defaultpreemption import DefaultPreemption
 from coscheduling.plugins.drf import DRF
+from coscheduling.plugins.dynamicresources import DynamicResources
 from coscheduling.plugins.ganglocality import GangLocality
 from coscheduling.plugins.imagelocality import ImageLocality
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
@@ -45,6 +46,7 @@ def default_registry() -> Registry:
     registry.register(VolumeBinding.name, VolumeBinding, volume_binding_args)
     for plugin in (DefaultBinder, DefaultPreemption, GangLocality, NodeAffinity, NodeName,
                    NodePorts, NodeUnschedulable, NodeVolumeLimits, PrioritySort,
-                   TaintToleration, VolumeRestrictions, VolumeZone, Proportion, DRF):
+                   TaintToleration, VolumeRestrictions, VolumeZone, Proportion, DRF,
+                   DynamicResources):
         registry.register(plugin.name, plugin)
     return registry

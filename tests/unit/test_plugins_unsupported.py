@@ -48,8 +48,6 @@ HARMLESS_VOLUMES = [
      f"limits) is {NOT_PLACED}"),
     ({"volumes": [{"name": "blk", "rbd": {"image": "i", "monitors": ["m"]}}]},
      f"spec.volumes[0].rbd: the rbd volume type (conflicts, attach limits) is {NOT_PLACED}"),
-    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]},
-     f"spec.resourceClaims ('gpu'): dynamic resource allocation is {NOT_PLACED}"),
     ({"workloadRef": {"name": "w", "podGroup": "workers"}},
      "spec.workloadRef: the v1.35 alpha Workload API is not implemented by this scheduler; "
      "name a scheduling.k8s.io PodGroup in spec.schedulingGroup.podGroupName; the pod is not "
@@ -78,6 +76,7 @@ def test_refused_with_the_field_named(spec: dict[str, Any], message: str) -> Non
     {"resources": {}},
     {"resources": {"requests": {"cpu": "2"}}},
     {"resourceClaims": []},
+    {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]},  # DRA's
     {"nodeSelector": {"zone": "a"}, "tolerations": [{"operator": "Exists"}]},
 ])
 def test_what_is_handled_passes(spec: dict[str, Any]) -> None:
@@ -103,14 +102,14 @@ def test_a_gang_with_a_refused_member_waits_whole_and_names_the_field(sim: SimCl
     sim.add_group("g", 3)
     sim.add_pod("a", group="g")
     sim.add_pod("b", group="g")
-    refused = pod_with("c", group="g", resourceClaims=[{"name": "gpu"}])
+    refused = pod_with("c", group="g", volumes=[{"name": "d", "rbd": {"image": "i"}}])
     sim.pods.on_add(refused)
     sim.run()
     assert sim.bound == {}
     reasons = {key: q.last_reason for key in ("ns/a", "ns/b", "ns/c")
                if (q := sim.scheduler.queue.get(key)) is not None}
-    assert reasons["ns/c"].startswith("spec.resourceClaims ('gpu'): dynamic resource")
-    assert any("spec.resourceClaims ('gpu')" in reasons[key] for key in ("ns/a", "ns/b"))
+    assert reasons["ns/c"].startswith("spec.volumes[0].rbd: the rbd volume type")
+    assert any("spec.volumes[0].rbd" in reasons[key] for key in ("ns/a", "ns/b"))
 
 
 def test_sidecar_host_ports_are_honoured_not_ignored() -> None:

@@ -8,7 +8,6 @@ condition and a FailedScheduling event. Refused:
 * ``spec.volumes[i]`` with an in-tree disk (``gcePersistentDisk``, ``rbd``, ...): their
   conflicts and attach limits are not implemented (claims, ``persistentVolumeClaim`` and
   generic ``ephemeral``, are VolumeBinding's and the other volume plugins');
-* ``spec.resourceClaims``: dynamic resource allocation is not implemented;
 * ``spec.workloadRef``: the v1.35 alpha Workload API's pod field (v1.36 replaced it with
   ``spec.schedulingGroup``, which coscheduling.groups reads);
 * a spec this scheduler could not read (``Pod.parse_error``): its constraints are unknown.
@@ -44,10 +43,6 @@ def refusal(pod: Pod) -> str:
         if source not in CLAIM_SOURCES:
             return (f"spec.volumes[{index}].{source}: the {source} volume type (conflicts, "
                     f"attach limits) is not implemented by this scheduler; {NOT_PLACED}")
-    if pod.resource_claims:
-        return (f"spec.resourceClaims ({', '.join(repr(c) for c in pod.resource_claims)}): "
-                f"dynamic resource allocation is not implemented by this scheduler; "
-                f"{NOT_PLACED}")
     for path in pod.placement_fields:
         what = _FIELD_WHY.get(path, "this field is")
         extra = ("; name a scheduling.k8s.io PodGroup in spec.schedulingGroup.podGroupName"
@@ -63,8 +58,7 @@ class UnsupportedFields(PreFilterPlugin):
         """No args; the parameters exist so every plugin builds the same way."""
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        if not (pod.parse_error or pod.placement_volumes or pod.resource_claims
-                or pod.placement_fields):
+        if not (pod.parse_error or pod.placement_volumes or pod.placement_fields):
             return SUCCESS
         why = refusal(pod)
         return Status.unresolvable(why, plugin=NAME) if why else SUCCESS

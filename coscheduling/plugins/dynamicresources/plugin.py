@@ -1,0 +1,291 @@
+"""DynamicResources: devices from ResourceSlices allocated to a pod's ResourceClaims
+(PreFilter, Filter, Reserve/Unreserve, PreBind), as kube-scheduler 1.37 does it.
+
+A claim already allocated pins its pods to the nodes its allocation names. The others are
+allocated on the node being filtered, together with the claims of every pod that holds a
+gang's claim on that node (their devices are not chosen yet, only promised), so no device
+is ever given twice and a gang's members get devices that fit all of them. Reserve assumes
+the allocation in the device store; PreBind writes it to the claim with the pod in
+``reservedFor``; Unreserve takes back both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from coscheduling.api.dra import ALL, Device, DeviceId, ResourceClaim, Result, Subrequest
+from coscheduling.api.objectref import ObjectRef
+from coscheduling.framework.interfaces import (
+    FilterPlugin,
+    PreBindPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
+from coscheduling.framework.status import SKIP, SUCCESS, Status
+from coscheduling.plugins.dynamicresources import devices as dev
+from coscheduling.plugins.dynamicresources.allocator import Allocator, BudgetExhausted
+from coscheduling.plugins.dynamicresources.cel import CelRuntimeError, compile_selector
+from coscheduling.plugins.dynamicresources.claims import PodClaims, pod_claims
+from coscheduling.plugins.dynamicresources.prebind import reserve_claim, unreserve_claim
+
+if TYPE_CHECKING:
+    from coscheduling.api.pods import Pod
+    from coscheduling.framework.cycle_state import CycleState
+    from coscheduling.framework.handle import Handle
+    from coscheduling.framework.nodeinfo import NodeInfo
+
+NAME = "DynamicResources"
+STATE_KEY = "DynamicResources/claims"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+
+
+@dataclass
+class CycleData:
+    """What PreFilter found, for Filter, Reserve and PreBind of the same cycle."""
+
+    claims: PodClaims
+    in_use: set[DeviceId]
+    pinned: dict[str, str]  # pending claim -> the node a gang mate holds it on
+    reserved: list[str] = field(default_factory=list)  # claims Reserve assumed
+    written: list[str] = field(default_factory=list)  # claims PreBind allocated
+    booked: list[ResourceClaim] = field(default_factory=list)  # claims PreBind reserved
+
+
+class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None,
+                 handle: Handle | None = None) -> None:
+        if handle is None:
+            raise ValueError(f"{NAME} needs the scheduler handle (it reads the device store)")
+        self.handle = handle
+        self.store = handle.devices
+        self._index = dev.NodeIndex()
+        self._reported: set[tuple[str, str]] = set()
+
+    def sign(self, pod: Pod) -> Hashable | None:
+        """Devices make the answer depend on more than the node: no signature."""
+        return None if pod.claim_sources else ()
+
+    # -- PreFilter ------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        if not pod.claim_sources:
+            return SKIP
+        claims, status = pod_claims(pod, self.store, NAME)
+        if claims is None:
+            return status
+        for claim in claims.pending:
+            failed = self._check_selectors(claim)
+            if failed is not None:
+                return failed
+        state.write(STATE_KEY, CycleData(claims, dev.in_use(self.store, self.handle.cache),
+                                         self._pinned(pod, claims)))
+        return SUCCESS
+
+    def _check_selectors(self, claim: ResourceClaim) -> Status | None:
+        """Every class a pending claim names exists and every selector compiles."""
+        for index, request in enumerate(claim.requests):
+            for sub in request.alternatives:
+                device_class = self.store.classes.get(sub.device_class)
+                if device_class is None:
+                    return Status.unschedulable(
+                        f'resourceclaim "{claim.name}": deviceclass "{sub.device_class}" '
+                        "not found", plugin=NAME)
+                ref = ObjectRef("resource.k8s.io/v1", "DeviceClass", "", device_class.name)
+                if device_class.parse_error:
+                    return self._bad(ref, f'deviceclass "{device_class.name}": '
+                                          f"{device_class.parse_error}")
+                for i, text in enumerate(device_class.selectors):
+                    failed = self._compiles(ref, f'deviceclass "{device_class.name}"',
+                                            f"spec.selectors[{i}].cel.expression", text)
+                    if failed is not None:
+                        return failed
+                claim_ref = ObjectRef("resource.k8s.io/v1", "ResourceClaim", claim.namespace,
+                                      claim.name, claim.uid)
+                for i, text in enumerate(sub.selectors):
+                    failed = self._compiles(
+                        claim_ref, f'resourceclaim "{claim.name}"',
+                        f"spec.devices.requests[{index}] ({sub.name}).selectors[{i}]"
+                        ".cel.expression", text)
+                    if failed is not None:
+                        return failed
+        return None
+
+    def _compiles(self, ref: ObjectRef, what: str, where: str, text: str) -> Status | None:
+        compiled = compile_selector(text)
+        if not compiled.error:
+            return None
+        return self._bad(ref, f"{what}: {where}: the CEL expression does not compile: "
+                              f"{compiled.error}")
+
+    def _bad(self, ref: ObjectRef, message: str) -> Status:
+        self._event(ref, "FailedCompilation" if "compile" in message else "Invalid", message)
+        return Status.unresolvable(message, plugin=NAME)
+
+    def _event(self, ref: ObjectRef, reason: str, message: str) -> None:
+        key = (f"{ref.kind}/{ref.namespace}/{ref.name}", message)
+        if key in self._reported or self.handle.events is None:
+            return
+        if len(self._reported) > 10_000:
+            self._reported.clear()
+        self._reported.add(key)
+        self.handle.events.object_event(ref, "Warning", reason, message)
+
+    def _pinned(self, pod: Pod, claims: PodClaims) -> dict[str, str]:
+        """Pending claims of ``pod`` that a gang mate holding room already counts on."""
+        if not pod.group_key or not claims.pending:
+            return {}
+        wanted = {c.key for c in claims.pending}
+        cache = self.handle.cache
+        pinned: dict[str, str] = {}
+        for mate in cache.group_pods(pod.group_key):
+            node = cache.claimed_node(mate.key) if mate.key != pod.key else ""
+            if not node:
+                continue
+            mate_claims, _ = pod_claims(mate, self.store, NAME)
+            for claim in mate_claims.pending if mate_claims is not None else ():
+                if claim.key in wanted:
+                    pinned.setdefault(claim.key, node)
+        return pinned
+
+    def _data(self, state: CycleState, pod: Pod) -> CycleData | None:
+        data = state.read(STATE_KEY)
+        if data is None and pod.claim_sources:  # Filter without PreFilter (a claimed node)
+            self.pre_filter(state, pod)
+            data = state.read(STATE_KEY)
+        return data if isinstance(data, CycleData) else None
+
+    # -- Filter ---------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        if not pod.claim_sources:
+            return SUCCESS
+        data = self._data(state, pod)
+        if data is None:
+            return Status.unresolvable("the pod's resource claims could not be read",
+                                       plugin=NAME)
+        labels = node.node.labels if node.node is not None else {}
+        for claim in data.claims.allocated:
+            allocation = self.store.allocation(claim)
+            if allocation is not None and not allocation.usable_on(labels, node.name):
+                return Status.unschedulable(NOT_AVAILABLE, plugin=NAME)
+        if not data.claims.pending:
+            return SUCCESS
+        if any(data.pinned.get(c.key, node.name) != node.name for c in data.claims.pending):
+            return Status.unschedulable(NOT_AVAILABLE, plugin=NAME)
+        solution, why = self.solve(data, pod, node)
+        return SUCCESS if solution is not None else Status.unschedulable(why, plugin=NAME)
+
+    def index(self) -> dev.NodeIndex:
+        if self._index.version != self.store.version:
+            self._index = dev.build_index(self.store)
+        return self._index
+
+    def solve(self, data: CycleData, pod: Pod,
+              node: NodeInfo) -> tuple[dict[str, list[Result]] | None, str]:
+        """Devices for the pod's pending claims and those of the pods holding room on the
+        node, all at once; or why there are none."""
+        index = self.index()
+        labels = node.node.labels if node.node is not None else {}
+        devices = index.devices_on(labels, node.name)
+        claims = list(data.claims.pending) + self._held_on(node, pod, data)
+        if index.incomplete and any(s.mode == ALL for c in claims for r in c.requests
+                                    for s in r.alternatives):
+            return None, f"{CANNOT_ALLOCATE}: a pool of the node is incomplete"
+        allocator = Allocator(devices, data.in_use, self._matches)
+        try:
+            found = allocator.allocate(claims)
+        except BudgetExhausted:
+            return None, f"{CANNOT_ALLOCATE}: the device search ran out of steps"
+        return found, "" if found is not None else CANNOT_ALLOCATE
+
+    def _held_on(self, node: NodeInfo, pod: Pod, data: CycleData) -> list[ResourceClaim]:
+        """Pending claims of the other pods that hold a gang's room on ``node``."""
+        own = {c.key for c in data.claims.pending}
+        found: dict[str, ResourceClaim] = {}
+        for key, holder in node.claims.items():
+            if key == pod.key or not holder.claim_sources:
+                continue
+            held, _ = pod_claims(holder, self.store, NAME)
+            for claim in held.pending if held is not None else ():
+                if claim.key not in own:
+                    found.setdefault(claim.key, claim)
+        return list(found.values())
+
+    def _matches(self, claim: ResourceClaim, sub: Subrequest, device: Device) -> bool:
+        """The class's selectors and the request's, in that order; an expression that fails
+        on this device makes it not match, with an event on the object."""
+        device_class = self.store.classes.get(sub.device_class)
+        if device_class is None:
+            return False
+        checks = [(ObjectRef("resource.k8s.io/v1", "DeviceClass", "", device_class.name), s)
+                  for s in device_class.selectors]
+        claim_ref = ObjectRef("resource.k8s.io/v1", "ResourceClaim", claim.namespace,
+                              claim.name, claim.uid)
+        checks += [(claim_ref, s) for s in sub.selectors]
+        for ref, text in checks:
+            try:
+                if not compile_selector(text).matches(device):
+                    return False
+            except CelRuntimeError as err:
+                self._event(ref, "CELRuntimeError",
+                            f"{text!r} failed on device {'/'.join(device.id)}: {err}; "
+                            "the device does not match")
+                return False
+        return True
+
+    # -- Reserve / Unreserve ----------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        data = self._data(state, pod)
+        if data is None or not data.claims.pending:
+            return SUCCESS
+        node = self.handle.cache.node(node_name)
+        if node is None:
+            return Status.unschedulable(f"node {node_name} is gone", plugin=NAME)
+        data.in_use = dev.in_use(self.store, self.handle.cache)
+        found, why = self.solve(data, pod, node)
+        if found is None:
+            return Status.unschedulable(why, plugin=NAME)
+        for claim in data.claims.pending:
+            allocation = dev.make_allocation(claim, found[claim.key], self.index(), node_name,
+                                             self.store.classes)
+            self.store.assume(claim.key, pod.key, allocation)
+            data.reserved.append(claim.key)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        data = state.read(STATE_KEY)
+        keys = data.reserved if isinstance(data, CycleData) else [
+            k for k, a in self.store.assumed.items() if a.pod == pod.key]
+        for key in keys:
+            self.store.forget(key, pod.key)
+        client = self.handle.api
+        if isinstance(data, CycleData) and client is not None:
+            for claim in data.booked:
+                unreserve_claim(client, claim, pod, deallocate=claim.key in data.written)
+            data.booked.clear()
+            data.written.clear()
+
+    # -- PreBind --------------------------------------------------------------------------
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        data = self._data(state, pod)
+        if data is None or not data.claims.claims:
+            return SUCCESS
+        client = self.handle.api
+        if client is None:
+            return Status.error("no API client: resource claims cannot be allocated",
+                                plugin=NAME)
+        for claim in data.claims.claims:
+            with self.handle.cache.lock:
+                assumed = self.store.assumed.get(claim.key)
+            allocation = (assumed.allocation.json if assumed is not None
+                          and assumed.pod == pod.key else None)
+            why = reserve_claim(client, claim, pod, allocation)
+            if why:
+                return Status.error(why, plugin=NAME)
+            data.booked.append(claim)
+            if allocation is not None:
+                data.written.append(claim.key)
+        return SUCCESS
