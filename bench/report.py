@@ -134,6 +134,10 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("W8: small job wait p50 (s)", "small_wait_p50", "{:.1f}"),
     ("W8: small job wait p99 (s)", "small_wait_p99", "{:.1f}"),
     ("W8: utilization (busy slot-seconds / slot-seconds)", "utilization", "{:.3f}"),
+    ("W9: devices given twice", "devices_given_twice", "{:.0f}"),
+    ("W9: claims allocated on another node than their pod's", "claims_on_another_node",
+     "{:.0f}"),
+    ("W9: bound pods without an allocated claim", "bound_without_device", "{:.0f}"),
     ("API server + etcd CPU during the run (s)", "control_plane_cpu_seconds", "{:.1f}"),
     ("CPU of other processes on the machine (s)", "other_cpu_seconds", "{:.1f}"),
 )

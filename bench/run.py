@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import native, report, upstream, w8
+from bench import dra, native, report, upstream, w8
 from bench.cluster import (
     BENCH_GANG_LABEL,
     NAMESPACE,
@@ -210,6 +210,8 @@ def create_pods(kube: FastClient, workload: Workload, pods: list[str],
     def make(name: str) -> None:
         gang = gang_of.get(name)
         body = pod_body(name, contender.scheduler_name)
+        if workload.devices:
+            dra.ask_for_a_device(body)
         if gang:
             index = gang_index(gang)
             if contender.gangs:
@@ -339,6 +341,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         started = time.monotonic()
         fast = FastClient(cluster.kubeconfig)
         create_nodes(fast, workload.nodes)
+        if workload.devices:
+            dra.publish(fast, workload.nodes, workload.devices)
         if contender.gangs and members:
             create_podgroups(kube, workload, members, contender)
         groups = len(members) if contender.gangs else 0
@@ -417,6 +421,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             shares(result, workload, members, placement)
         if workload.stream:
             w8.measure(result, arrivals, created, kubelet, workload.slots)
+        if workload.devices:
+            result.update(dra.check_devices(kube, placement))
         if workload.constraints:
             broken = constraint_violations(workload, members, placement)
             result["constraint_violations"] = len(broken)
@@ -613,6 +619,8 @@ def failures(runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
         if run["scheduler"] != "ceiling" and run.get("constraint_violations"):
             broken.append(f"{where}: {run['constraint_violations']} gangs break their "
                           f"constraints: {run['constraint_violation_details'][:5]}")
+        if run.get("devices_given_twice"):
+            broken.append(f"{where}: {run['devices_given_twice']} devices given twice")
         if run["scheduler"] != "ceiling" and run.get("gangs_partial"):
             broken.append(f"{where}: {run['gangs_partial']} partial gangs: "
                           f"{run['partial_gangs'][:5]}")

@@ -34,6 +34,8 @@ STORM_PRIORITY = "bench-high"  # W6's second wave
 ARRIVAL_SECONDS = 120.0
 GANG_SIZES = (2, 6)
 LARGE_EVERY = 40.0
+# W9: devices each node publishes through dynamic resource allocation.
+DEVICES_PER_NODE = 8
 # W7: three queues, the weights of seed 000's example and one more.
 QUEUE_WEIGHTS = (("q-w1", 1), ("q-w2", 2), ("q-w3", 3))
 
@@ -58,6 +60,8 @@ class Workload:
     trickle: bool = False
     # W8: pods arrive over time (bench.w8's schedule) and finish after their runtime.
     stream: bool = False
+    # W9: devices each node publishes (DRA); every gang member asks for one (bench.dra).
+    devices: int = 0
     settle: float | None = None  # how long a quiet spell ends the run (None: --settle)
 
     def constraint(self, gang_index: int) -> str:
@@ -103,6 +107,9 @@ class Workload:
             parts.append("queues " + ", ".join(
                 f"{name} (weight {weights[name]}, {self.queues.count(name)} gangs)"
                 for name in dict.fromkeys(self.queues)))
+        if self.devices:
+            parts.append(f"{self.devices} DRA devices per node, one claim (from a template) "
+                         "per member")
         if self.stream:
             parts.append(f"{self.slots} pod slots; for {ARRIVAL_SECONDS:.0f} s, short jobs "
                          f"and gangs of {GANG_SIZES[0]}-{GANG_SIZES[1]} arrive beyond capacity "
@@ -126,7 +133,7 @@ def _scaled(value: int, scale: float, minimum: int = 1) -> int:
 
 
 def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
-    """W1..W8 (and W1t, W2t: W1, W2 trickled) as the issues define them, every count
+    """W1..W9 (and W1t, W2t: W1, W2 trickled) as the issues define them, every count
     multiplied by `scale` (W8: its nodes; arrival rates are per node)."""
     w3_gangs = _scaled(400, scale, minimum=4)
     rng = random.Random(W3_SEED)  # the same mix of sizes on every run
@@ -170,4 +177,7 @@ def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
                                     for _ in range(per_queue))),
         "W8": Workload("W8", "reservations: a large gang among a stream of small jobs",
                        _scaled(16, scale, minimum=2), (), contention=True, stream=True),
+        # W9: DRA gangs of 8 filling 90% of the devices.
+        "W9": Workload("W9", "gangs of 8 on DRA devices", _scaled(250, scale),
+                       (8,) * _scaled(225, scale), devices=DEVICES_PER_NODE),
     }
