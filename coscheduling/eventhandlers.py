@@ -8,6 +8,7 @@ members), a sibling created (its own gang).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from coscheduling.api.dra import ResourceClaim
@@ -251,14 +252,47 @@ class DeviceEvents(StoreEvents[R, R]):
             if wake:
                 self.s.activator.capacity_freed_locked()
 
+    def _claim_changed(self, apply: Callable[[], None], claim: ResourceClaim,
+                       frees: bool) -> None:
+        """A claim concerns the pods that use it: they are woken, not every parked pod,
+        unless devices were given back (deallocated, unreserved, deleted)."""
+        self._changed(apply, claim, wake=frees)  # type: ignore[arg-type]
+        if not frees:
+            with self.s.cache.lock:
+                self.s.activator.activate(self._users(claim))
+
+    def _users(self, claim: ResourceClaim) -> list[str]:
+        """Pending pods that use ``claim``: the pod a template's claim was made for, or the
+        queued pods that name it."""
+        if claim.owner_name:
+            return [f"{claim.namespace}/{claim.owner_name}"]
+        return [pod.key for pod in self.s.queue.pending_pods()
+                if pod.namespace == claim.namespace
+                and any(name == claim.name for _, name, _ in pod.claim_sources)]
+
     def on_add(self, record: R) -> None:
-        self._changed(lambda: StoreEvents.on_add(self, record), record, wake=True)
+        apply = partial(StoreEvents.on_add, self, record)
+        if isinstance(record, ResourceClaim):
+            self._claim_changed(apply, record, frees=False)
+        else:
+            self._changed(apply, record, wake=True)
 
     def on_update(self, old: R, new: R) -> None:
-        self._changed(lambda: StoreEvents.on_add(self, new), new, wake=old != new)
+        apply = partial(StoreEvents.on_add, self, new)
+        if isinstance(old, ResourceClaim) and isinstance(new, ResourceClaim):
+            self._claim_changed(apply, new, frees=_gives_back(old, new))
+        else:
+            self._changed(apply, new, wake=old != new)
 
     def on_delete(self, record: R) -> None:
-        self._changed(lambda: StoreEvents.on_delete(self, record), record, wake=True)
+        self._changed(partial(StoreEvents.on_delete, self, record), record, wake=True)
+
+
+def _gives_back(old: ResourceClaim, new: ResourceClaim) -> bool:
+    """Whether a claim's change frees devices or room for others: deallocated, a pod no
+    longer reserved, or being deleted."""
+    return (old.allocation is not None and new.allocation is None) \
+        or len(new.reserved_for) < len(old.reserved_for) or (new.deleting and not old.deleting)
 
 
 class PodGroupEvents:

@@ -234,6 +234,11 @@ class SchedulingQueue:
     def get(self, key: str) -> QueuedPod | None:
         return self._pods.get(key)
 
+    def pending_pods(self) -> list[Pod]:
+        """Every pod the queue holds (active, backing off or parked)."""
+        with self._lock:
+            return [queued.pod for queued in self._pods.values() if queued.where != IN_FLIGHT]
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0}

@@ -300,6 +300,7 @@ class ResourceClaim:
     resource_version: str = field(default="", compare=False)
     deleting: bool = False
     owner_uid: str = ""
+    owner_name: str = ""  # the Pod a template's claim was made for
     requests: tuple[Request, ...] = ()
     constraints: tuple[Constraint, ...] = ()
     config: tuple[dict[str, Any], ...] = ()
@@ -406,6 +407,7 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
         "resource_version": str(meta.get("resourceVersion") or ""),
         "deleting": bool(meta.get("deletionTimestamp")),
         "owner_uid": str(owner.get("uid") or "") if owner.get("kind") == "Pod" else "",
+        "owner_name": str(owner.get("name") or "") if owner.get("kind") == "Pod" else "",
         "reserved_for": tuple((str(_mapping(r).get("name") or ""), str(_mapping(r).get("uid")))
                               for r in status.get("reservedFor") or ()),
     }

@@ -91,6 +91,9 @@ class Pod:
     # status.resourceClaimStatuses as (name, the claim made from the template or "").
     claim_sources: tuple[tuple[str, str, str], ...] = ()
     claim_statuses: tuple[tuple[str, str], ...] = ()
+    # A claim from a template is not made yet (the resource-claim controller makes it): the
+    # pod is held back like a gated one until its status names the claim.
+    awaiting_claims: bool = False
     # The PLACEMENT_FIELDS the spec sets, as "spec.<field>".
     placement_fields: tuple[str, ...] = ()
     # Pod (anti-)affinity (None without any term) and topology spread constraints.
@@ -401,6 +404,12 @@ def _read_claims_and_fields(pod: Pod, meta: Json, spec: Json, status: Json) -> N
         pod.claim_statuses = tuple(
             (str(_mapping(c).get("name") or ""), str(_mapping(c).get("resourceClaimName") or ""))
             for c in status.get("resourceClaimStatuses") or ())
+        # Like kube-scheduler's DRA PreEnqueue: a pod whose template's claim is not made yet
+        # waits outside the queue (and outside its gang), as a gated pod does.
+        named = {entry for entry, _ in pod.claim_statuses}
+        pod.awaiting_claims = any(template and entry not in named
+                                  for entry, _, template in pod.claim_sources)
+        pod.gated = pod.gated or pod.awaiting_claims
     fields = [f"spec.{name}" for name in PLACEMENT_FIELDS if spec.get(name)]
     if fields:
         pod.placement_fields = tuple(fields)

@@ -103,8 +103,13 @@ def _waiting_conditions(view: GroupView, phase: str) -> list[dict[str, str]]:
     if phase == pg.PHASE_PRE_SCHEDULING:
         reason = f"{WAITING_FOR_MEMBERS}: {view.counts.members} of minMember {minimum} exist"
         gated = gated_members(view.members)
-        if gated:
-            reason += f" ({gated} more held by spec.schedulingGates, not counted)"
+        awaiting = sum(1 for p in view.members
+                       if p.awaiting_claims and not p.node_name and not p.deleting)
+        if gated - awaiting:
+            reason += f" ({gated - awaiting} more held by spec.schedulingGates, not counted)"
+        if awaiting:
+            reason += (f" ({awaiting} more waiting for their resource claims to be made, "
+                       "not counted)")
         if view.short:
             reason += f"; {view.short}"
         if view.counts.members + gated >= minimum:
