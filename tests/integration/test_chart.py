@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
+from coscheduling.cluster.client import KubeClient
 from coscheduling.config.load import dump_defaults
 from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.build import ensure_helm
 from tests.integration.fixtures import CRD_DIR, REPO, kubectl
+from tests.integration.kube import create_pod, pod_body, wait_until
+from tests.integration.test_fencing import _refused
 
 CHART = REPO / "deploy" / "chart"
 DEPLOY = REPO / "deploy"
@@ -172,7 +175,7 @@ def test_invalid_values_are_refused_naming_the_field(helm: Path, values: list[st
 
 
 def test_helm_install_creates_every_object(helm: Path, local_cluster: LocalCluster,
-                                           crd: None, namespace: str) -> None:
+                                           crd: None, namespace: str, kube: KubeClient) -> None:
     kubeconfig = str(local_cluster.kubeconfig)
     run(helm, "install", "coscheduling", str(CHART), "-n", namespace, "--kubeconfig",
         kubeconfig)
@@ -191,6 +194,16 @@ def test_helm_install_creates_every_object(helm: Path, local_cluster: LocalClust
     finally:
         run(helm, "uninstall", "coscheduling", "-n", namespace, "--kubeconfig", kubeconfig,
             "--wait", check=False)
+        _fencing_lifted(kube, namespace)
+
+
+def _fencing_lifted(kube: KubeClient, namespace: str) -> None:
+    """The release's fencing policy binds cluster-wide to a Lease that is gone with it: until
+    the API server stops enforcing it, every replica's Binding in any namespace is refused,
+    so the next tests wait for that here."""
+    create_pod(kube, namespace, pod_body("fencing-probe", scheduler="nobody"))
+    wait_until(lambda: not _refused(kube, namespace, "fencing-probe", "probe"), timeout=60,
+               what="the uninstalled fencing policy no longer enforced")
 
 
 def test_alerts_and_dashboard_render(helm: Path) -> None:
