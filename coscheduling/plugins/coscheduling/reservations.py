@@ -313,8 +313,10 @@ class Reservations:
         if held != target.held:
             self.handle.status.group_changed(reservation.group_key)
         target.held = held
-        if not any(v for r, v in held.items() if r != PODS):
-            cache.drop_claim(target.key)
+        info = cache.node(target.node)
+        if info is None or info.node is None or not any(
+                v for r, v in held.items() if r != PODS):
+            cache.drop_claim(target.key)  # nothing held, or the node is gone
             return
         namespace, name = target.key.split("/", 1)
         cache.claim(_placeholder(namespace, name, reservation.priority, held), target.node)
