@@ -312,10 +312,9 @@ class Reservations:
         cache = self.handle.cache
         if held != target.held:
             self.handle.status.group_changed(reservation.group_key)
-        target.held = held
         info = cache.node(target.node)
-        if info is None or info.node is None or not any(
-                v for r, v in held.items() if r != PODS):
+        target.held = held if info is not None and info.node is not None else {}
+        if not any(v for r, v in target.held.items() if r != PODS):
             cache.drop_claim(target.key)  # nothing held, or the node is gone
             return
         namespace, name = target.key.split("/", 1)
