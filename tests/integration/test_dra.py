@@ -19,6 +19,7 @@ from coscheduling.explain import explain
 from tests.integration.kube import (
     create_pod,
     create_podgroup,
+    create_priority_class,
     events_for,
     list_pods,
     placement,
@@ -27,6 +28,7 @@ from tests.integration.kube import (
 )
 from tests.integration.test_pod_constraints import StartScheduler, _pod, _pool
 from tests.integration.test_pod_semantics import _refused
+from tests.integration.test_preemption import Kubelet
 
 API = "/apis/resource.k8s.io/v1"
 
@@ -340,3 +342,41 @@ def test_unimplemented_request_field_is_refused_naming_it(
              'resourceclaim "admin": spec.devices.requests[0].exactly.adminAccess is not '
              "implemented by this scheduler; the pod is not placed")
     assert not _results(dra.claims()[0])
+
+
+def test_a_higher_priority_gang_preempts_for_the_devices_its_victims_free(
+        kube: KubeClient, namespace: str, make_node: Any, dra: Dra,
+        start_scheduler: StartScheduler) -> None:
+    """One node with 2 devices held by a low-priority gang of 2: a high-priority gang of 2
+    that needs them evicts it whole (the devices are counted free without the victims),
+    and once the victims are gone its own claims get the same 2 devices, none twice."""
+    create_priority_class(kube, "dra-low", 10)
+    create_priority_class(kube, "dra-high", 100_000)
+    sched = start_scheduler()
+    (node,) = _nodes(make_node, dra.pool, 1)
+    cls = dra.device_class()
+    dra.slice(node, [{"name": "gpu0"}, {"name": "gpu1"}])
+    dra.template("one-gpu", cls)
+
+    def gang(name: str, priority: str) -> list[str]:
+        create_podgroup(kube, namespace, name, 2)
+        members = [f"{name}-{i}" for i in range(2)]
+        for member in members:
+            create_pod(kube, namespace, _pod(
+                member, sched.name, dra.pool, group=name, priorityClassName=priority,
+                resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]))
+        return members
+
+    low = gang("low", "dra-low")
+    _bound(kube, namespace, low)
+    high = gang("high", "dra-high")
+    kubelet = Kubelet(kube, namespace)
+    kubelet.until(lambda: all(placement(kube, namespace).get(n) for n in high),
+                  what="the high-priority gang bound once its victims are gone")
+    left = placement(kube, namespace)
+    assert not any(n in left for n in low), f"the low-priority gang was not evicted: {left}"
+    claims = _claims_by_pod(dra)
+    devices = [(_results(claims[n])[0]["pool"], _results(claims[n])[0]["device"])
+               for n in high]
+    assert sorted(devices) == [(node, "gpu0"), (node, "gpu1")], devices
+    sched.watcher.check_settled()
