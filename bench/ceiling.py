@@ -13,7 +13,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
@@ -91,98 +91,115 @@ class Waiting:
             return self.placed.pop(pod["metadata"]["name"], None)
 
 
-def run(kubeconfig: Path, namespace: str, scheduler_name: str, stop: threading.Event,
-        recycle: bool = False) -> int:
-    kube = KubeClient(ClientSettings(kubeconfig=str(kubeconfig), qps=0, burst=1,
-                                     connection_pool=WORKERS + 8))
-    binder = FastClient(kubeconfig)
-    ring = RoundRobin(list(kube.get("/api/v1/nodes").get("items") or []))
-    waiting = Waiting() if recycle else None
-    seen: set[str] = set()
-    failures = 0
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    selector = f"spec.schedulerName={scheduler_name}" + ("" if recycle else ",spec.nodeName=")
+class Binder:
+    """Binds each pod to the ring's next node with room; in recycle mode remembers what each
+    bound pod holds and the pods that found no room."""
 
-    def bind(pod: Mapping[str, Any]) -> bool:
-        nonlocal failures
-        meta = pod["metadata"]
-        asked = _requests(pod)
-        node = ring.take(*asked)
+    def __init__(self, kubeconfig: Path, namespace: str, ring: RoundRobin,
+                 waiting: Waiting | None) -> None:
+        self.client = FastClient(kubeconfig)
+        self.namespace = namespace
+        self.ring = ring
+        self.waiting = waiting
+        self.failures = 0
+        self._retrying = threading.Lock()
+
+    def bind(self, pod: Mapping[str, Any]) -> bool:
+        """Whether the pod found room (its bind is sent; a failed one gives the room back)."""
+        meta, asked = pod["metadata"], _requests(pod)
+        node = self.ring.take(*asked)
         if node is None:
             return False  # full: a real scheduler would leave it pending too
+        waiting = self.waiting
         if waiting is not None:
             with waiting.lock:
                 waiting.placed[meta["name"]] = (node, *asked)
         try:
-            binder.bind(namespace, meta["name"], meta["uid"], node)
+            self.client.bind(self.namespace, meta["name"], meta["uid"], node)
         except ApiError as err:
-            failures += 1
+            self.failures += 1
             print(f"ceiling: bind {meta['name']} -> {node} failed: {err}", file=sys.stderr)
             if waiting is not None:  # the room was not used after all
-                ring.give_back(node, *asked)
+                self.ring.give_back(node, *asked)
                 with waiting.lock:
                     waiting.placed.pop(meta["name"], None)
         return True
 
-    def place(pod: Mapping[str, Any]) -> None:
-        if not bind(pod) and waiting is not None:
-            with waiting.lock:
-                waiting.pods[pod["metadata"]["name"]] = pod
+    def place(self, pod: Mapping[str, Any]) -> None:
+        if not self.bind(pod) and self.waiting is not None:
+            with self.waiting.lock:
+                self.waiting.pods[pod["metadata"]["name"]] = pod
 
-    retrying = threading.Lock()
-
-    def retry() -> None:
+    def retry(self) -> None:
         """Room came back: the waiting pods, oldest first, each where it fits (one retry
         at a time, so no pod is bound twice)."""
+        waiting = self.waiting
         assert waiting is not None
-        with retrying:
+        with self._retrying:
             with waiting.lock:
                 queued = list(waiting.pods.items())
             for name, pod in queued:
-                if bind(pod):
+                if self.bind(pod):
                     with waiting.lock:
                         waiting.pods.pop(name, None)
 
+
+def run(kubeconfig: Path, namespace: str, scheduler_name: str, stop: threading.Event,
+        recycle: bool = False) -> int:
+    kube = KubeClient(ClientSettings(kubeconfig=str(kubeconfig), qps=0, burst=1,
+                                     connection_pool=WORKERS + 8))
+    ring = RoundRobin(list(kube.get("/api/v1/nodes").get("items") or []))
+    binder = Binder(kubeconfig, namespace, ring, Waiting() if recycle else None)
+    seen: set[str] = set()
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    selector = f"spec.schedulerName={scheduler_name}" + ("" if recycle else ",spec.nodeName=")
+
     with ThreadPoolExecutor(WORKERS) as pool:
         def offer(pod: Mapping[str, Any]) -> None:
-            name = pod["metadata"]["name"]
-            if waiting is not None:
-                freed = waiting.finished(pod)
-                if freed is not None:
-                    ring.give_back(*freed)
-                    pool.submit(retry)
-                    return
-            if name not in seen and not (pod.get("spec") or {}).get("nodeName"):
-                seen.add(name)
-                pool.submit(place, pod)
+            freed = binder.waiting.finished(pod) if binder.waiting is not None else None
+            if freed is not None:
+                ring.give_back(*freed)
+                pool.submit(binder.retry)
+            elif pod["metadata"]["name"] not in seen and \
+                    not (pod.get("spec") or {}).get("nodeName"):
+                seen.add(pod["metadata"]["name"])
+                pool.submit(binder.place, pod)
 
-        listing = kube.get(path, fieldSelector=selector)
-        rv = listing["metadata"]["resourceVersion"]
-        for item in listing.get("items") or ():
-            offer(item)
-        print("ceiling: ready", file=sys.stderr, flush=True)
-        while not stop.is_set():
-            try:
-                query = {"fieldSelector": selector, "resourceVersion": rv,
-                         "allowWatchBookmarks": "true", "timeoutSeconds": 60}
-                for event in kube.watch(path, query, read_timeout=5):
-                    obj = event.get("object") or {}
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if event.get("type") == "ADDED" or (recycle and event.get("type") in (
-                            "MODIFIED", "DELETED")):
-                        offer({**obj, "_deleted": event.get("type") == "DELETED"})
-                    if stop.is_set():
-                        break
-            except ApiError as err:
-                if err.gone:
-                    listing = kube.get(path, fieldSelector=selector)
-                    rv = listing["metadata"]["resourceVersion"]
-                    for item in listing.get("items") or ():
-                        offer(item)
-                elif not stop.is_set() and err.status != 0:
-                    print(f"ceiling: watch: {err}", file=sys.stderr)
+        _watch(kube, path, selector, offer, stop, recycle)
     kube.close()
-    return 1 if failures else 0
+    return 1 if binder.failures else 0
+
+
+def _watch(kube: KubeClient, path: str, selector: str,
+           offer: Callable[[Mapping[str, Any]], None], stop: threading.Event,
+           recycle: bool) -> None:
+    """List, then watch until ``stop``: every new pod is offered; in recycle mode also
+    every change (a pod that finished or was deleted gives its room back)."""
+    listing = kube.get(path, fieldSelector=selector)
+    rv = listing["metadata"]["resourceVersion"]
+    for item in listing.get("items") or ():
+        offer(item)
+    print("ceiling: ready", file=sys.stderr, flush=True)
+    while not stop.is_set():
+        try:
+            query = {"fieldSelector": selector, "resourceVersion": rv,
+                     "allowWatchBookmarks": "true", "timeoutSeconds": 60}
+            for event in kube.watch(path, query, read_timeout=5):
+                obj = event.get("object") or {}
+                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                kind = event.get("type")
+                if kind == "ADDED" or (recycle and kind in ("MODIFIED", "DELETED")):
+                    offer({**obj, "_deleted": kind == "DELETED"})
+                if stop.is_set():
+                    break
+        except ApiError as err:
+            if err.gone:
+                listing = kube.get(path, fieldSelector=selector)
+                rv = listing["metadata"]["resourceVersion"]
+                for item in listing.get("items") or ():
+                    offer(item)
+            elif not stop.is_set() and err.status != 0:
+                print(f"ceiling: watch: {err}", file=sys.stderr)
 
 
 def main() -> int:

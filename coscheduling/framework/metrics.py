@@ -120,6 +120,22 @@ _STATUS_LABEL: Mapping[Code, str] = {
 class SchedulerMetrics:
     def __init__(self, profile: str = "batch-scheduler") -> None:
         self.profile = profile
+        self._scheduler_metrics()
+        self._gang_metrics()
+        self._reservation_metrics()
+        self.all: list[_Metric] = [
+            self.reserved_room, self.reservation_idle_core_seconds, self.reservation_duration,
+            self.reservations, self.backfilled_pods,
+            self.queue_deserved, self.queue_allocated, self.queue_gangs, self.queue_reclaims,
+            self.schedule_attempts, self.attempt_duration, self.pending_pods,
+            self.extension_point_duration, self.permit_wait_duration, self.pods_bound,
+            self.gang_released, self.gang_rejected, self.gang_timed_out,
+            self.gang_schedule_duration, self.gangs_waiting, self.gangs_frozen,
+            self.preemption_attempts, self.preemption_victims, self.gang_preemptions,
+        ]
+
+    def _scheduler_metrics(self) -> None:
+        """kube-scheduler's own names, labels and buckets."""
         self.schedule_attempts = Counter(
             "scheduler_schedule_attempts_total",
             "Number of attempts to schedule pods, by the result.", ("result", "profile"))
@@ -138,6 +154,16 @@ class SchedulerMetrics:
             "Duration of waiting on permit.", ("result",), exponential_buckets(0.001, 2, 15))
         self.pods_bound = Counter(
             "coscheduling_pods_bound_total", "Pods bound by this scheduler.")
+        # kube-scheduler's preemption metrics.
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster "
+            "till now")
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims", "Number of selected preemption victims", (),
+            exponential_buckets(1, 2, 7))
+
+    def _gang_metrics(self) -> None:
+        """Gangs, their preemptions, and the queues' shares (cpu in cores)."""
         self.gang_released = Counter(
             "coscheduling_gangs_released_total", "Gangs released at Permit as a whole.")
         self.gang_rejected = Counter(
@@ -153,13 +179,6 @@ class SchedulerMetrics:
             "coscheduling_gangs_waiting", "Gangs with members waiting at Permit.")
         self.gangs_frozen = Gauge(
             "coscheduling_gangs_frozen", "Gangs frozen after a failed attempt.")
-        # kube-scheduler's preemption metrics, plus how many preemptions were for a gang.
-        self.preemption_attempts = Counter(
-            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster "
-            "till now")
-        self.preemption_victims = Histogram(
-            "scheduler_preemption_victims", "Number of selected preemption victims", (),
-            exponential_buckets(1, 2, 7))
         self.gang_preemptions = Counter(
             "coscheduling_gang_preemptions_total", "Preemptions made for a whole gang.")
         # Queues (the Proportion plugin): shares in the resource's units (cpu in cores).
@@ -175,7 +194,9 @@ class SchedulerMetrics:
         self.queue_reclaims = Counter(
             "coscheduling_queue_reclaims_total",
             "Evictions made for a queue below its deserved share.", ("queue",))
-        # Reservations (a gang first in line holding room as it frees) and backfill.
+
+    def _reservation_metrics(self) -> None:
+        """Reservations (a gang first in line holding room as it frees) and backfill."""
         self.reserved_room = Gauge(
             "coscheduling_reserved_room", "Room held by reservations, by resource (cpu in "
             "cores).", ("resource",))
@@ -192,16 +213,6 @@ class SchedulerMetrics:
             "coscheduling_backfilled_pods_total",
             "Pods placed into reserved room because they end before the reservation "
             "completes.")
-        self.all: list[_Metric] = [
-            self.reserved_room, self.reservation_idle_core_seconds, self.reservation_duration,
-            self.reservations, self.backfilled_pods,
-            self.queue_deserved, self.queue_allocated, self.queue_gangs, self.queue_reclaims,
-            self.schedule_attempts, self.attempt_duration, self.pending_pods,
-            self.extension_point_duration, self.permit_wait_duration, self.pods_bound,
-            self.gang_released, self.gang_rejected, self.gang_timed_out,
-            self.gang_schedule_duration, self.gangs_waiting, self.gangs_frozen,
-            self.preemption_attempts, self.preemption_victims, self.gang_preemptions,
-        ]
 
     def observe_extension_point(self, point: str, status: Status, seconds: float) -> None:
         self.extension_point_duration.observe(
