@@ -81,6 +81,9 @@ from coscheduling.localcluster.build import KUBERNETES_VERSION, binary_dirs
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_COPY = REPO / "bench" / "RESULTS.md"
 PROBE = "probe"
+# W9: the resource-claim controller makes every member's claim; at its default client limits
+# (20 QPS) it, not the scheduler, would set the pace, for every contender alike.
+CONTROLLER_LIMITS = ("--kube-api-qps=1000", "--kube-api-burst=2000")
 HARNESS_WRITES = ("POST pods",)  # the creator's; no scheduler creates a pod
 CREATORS = 32
 READY_TIMEOUT = 180.0
@@ -318,7 +321,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
                               "repeat": repeat, "workload_description": workload.describe(),
                               "pods": len(order), "notes": []}
     cluster = LocalCluster(rundir / "cluster", binaries=control_plane_binaries(),
-                           log=lambda m: None)
+                           log=lambda m: None,
+                           controller_manager_args=CONTROLLER_LIMITS if workload.devices else ())
     process: Process | None = None
     profiler: Profiler | None = None
     recorder: BindRecorder | None = None

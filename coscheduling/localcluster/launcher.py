@@ -210,6 +210,7 @@ class LocalCluster:
         *,
         controller_manager: bool = True,
         apiserver_args: Sequence[str] = (),
+        controller_manager_args: Sequence[str] = (),
         die_with_parent: bool = True,
         log: Log = _default_log,
         binaries: Binaries | None = None,
@@ -217,6 +218,7 @@ class LocalCluster:
         self.workdir = Path(workdir).absolute()
         self.controller_manager = controller_manager
         self.apiserver_args = list(apiserver_args)
+        self.controller_manager_args = list(controller_manager_args)
         self.die_with_parent = die_with_parent
         self.log = log
         self.binaries = binaries
@@ -486,6 +488,7 @@ class LocalCluster:
             f"--cert-dir={self.workdir / 'kcm-serving'}",
             "--profiling=false",
             *workload_api(binaries.kubernetes_version).controller_manager_flags(),
+            *self.controller_manager_args,
         ]
 
     def _write_token_file(self) -> None:
