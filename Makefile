@@ -114,7 +114,7 @@ cluster-down: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info build
 
-# Benchmark (not part of the tests): W1-W7 (and W1, W2 trickled) against the API ceiling,
+# Benchmark (not part of the tests): W1-W9 (and W1, W2 trickled) against the API ceiling,
 # upstream kube-scheduler + scheduler-plugins coscheduling (built once from Go modules),
 # kube-scheduler's native gang scheduling (if built) and ours, each with its own client
 # limits and with equal ones, 3 runs per cell; hours at scale 1 (BENCH_ARGS=--scale 0.1).

@@ -555,6 +555,10 @@ def limitations(workload: Workload, contender: Contender) -> list[str]:
     if workload.queues and not contender.queues:
         notes.append("has no queues here: gangs go first come, first served (the Queue "
                      "objects exist only for ours)")
+    if workload.devices and contender.base == "ceiling":
+        notes.append("allocates no devices: it binds the pods and leaves their claims alone")
+    if workload.stream and contender.base == "ceiling":
+        notes.append("no gang semantics: a large gang's members are bound as room frees")
     return notes
 
 
@@ -640,7 +644,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply every node, gang and pod count (0.1 for a smoke run)")
-    parser.add_argument("--workloads", default="W1,W2,W1t,W2t,W3,W4,W5,W6,W7")
+    parser.add_argument("--workloads", default="W1,W2,W1t,W2t,W3,W4,W5,W6,W7,W8,W9")
     parser.add_argument("--schedulers",
                         default="ceiling,upstream,upstream-eq,native,native-eq,ours,ours-eq",
                         help="native contenders are left out when kube-scheduler of the "
