@@ -241,7 +241,7 @@ class DeviceEvents(StoreEvents[R, R]):
                  key: Callable[[R], str]) -> None:
         super().__init__(scheduler, store, key, lambda record: record)
 
-    def _changed(self, apply: Callable[[], None], record: R, wake: bool) -> None:
+    def _changed(self, apply: Callable[[], None], record: object, wake: bool) -> None:
         def change() -> None:
             apply()
             if isinstance(record, ResourceClaim):
@@ -256,7 +256,7 @@ class DeviceEvents(StoreEvents[R, R]):
                        frees: bool) -> None:
         """A claim concerns the pods that use it: they are woken, not every parked pod,
         unless devices were given back (deallocated, unreserved, deleted)."""
-        self._changed(apply, claim, wake=frees)  # type: ignore[arg-type]
+        self._changed(apply, claim, wake=frees)
         if not frees:
             with self.s.cache.lock:
                 self.s.activator.activate(self._users(claim))

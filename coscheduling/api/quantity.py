@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 CPU = "cpu"
@@ -124,6 +125,12 @@ def format_units(resource: str, amount: int) -> str:
             if amount % size == 0 and amount >= size:
                 return f"{amount // size}{suffix}"
     return str(amount)
+
+
+def format_amounts(amounts: Mapping[str, int], *, zeros: bool = False) -> dict[str, str]:
+    """Amounts for status and messages, by resource name (zero ones left out unless
+    ``zeros``)."""
+    return {r: format_units(r, v) for r, v in sorted(amounts.items()) if v or zeros}
 
 
 def add_into(total: dict[str, int], extra: dict[str, int], sign: int = 1) -> None:

@@ -128,6 +128,17 @@ def _nodes(make_node: Any, pool: str, count: int) -> list[str]:
     return names
 
 
+def _three_plus_one(make_node: Any, dra: Dra) -> tuple[str, str, str]:
+    """Two nodes with 3 and 1 devices of a fresh class, and the template "one-gpu" asking
+    for one of them: (node 1, node 2, class)."""
+    n1, n2 = _nodes(make_node, dra.pool, 2)
+    cls = dra.device_class()
+    dra.slice(n1, [{"name": f"gpu{i}"} for i in range(3)])
+    dra.slice(n2, [{"name": "gpu0"}])
+    dra.template("one-gpu", cls)
+    return n1, n2, cls
+
+
 def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
     allocation = (claim.get("status") or {}).get("allocation") or {}
     return list((allocation.get("devices") or {}).get("results") or [])
@@ -157,11 +168,7 @@ def test_gang_of_four_with_template_claims_on_three_plus_one_devices(
         kube: KubeClient, namespace: str, make_node: Any, dra: Dra,
         start_scheduler: StartScheduler) -> None:
     sched = start_scheduler()
-    n1, n2 = _nodes(make_node, dra.pool, 2)
-    cls = dra.device_class()
-    dra.slice(n1, [{"name": f"gpu{i}"} for i in range(3)])
-    dra.slice(n2, [{"name": "gpu0"}])
-    dra.template("one-gpu", cls)
+    n1, n2, cls = _three_plus_one(make_node, dra)
     create_podgroup(kube, namespace, "train", 4)
     names = [f"train-{i}" for i in range(4)]
     for name in names:
@@ -195,11 +202,7 @@ def test_gang_needing_more_devices_than_exist_binds_nothing_and_allocates_nothin
         kube: KubeClient, namespace: str, make_node: Any, dra: Dra,
         start_scheduler: StartScheduler) -> None:
     sched = start_scheduler()
-    n1, n2 = _nodes(make_node, dra.pool, 2)
-    cls = dra.device_class()
-    dra.slice(n1, [{"name": f"gpu{i}"} for i in range(3)])
-    dra.slice(n2, [{"name": "gpu0"}])
-    dra.template("one-gpu", cls)
+    n1, n2, cls = _three_plus_one(make_node, dra)
     create_podgroup(kube, namespace, "big", 5)
     names = [f"big-{i}" for i in range(5)]
     for name in names:

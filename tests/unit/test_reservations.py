@@ -44,6 +44,15 @@ def _busy_node(sim: SimCluster, runtime: str | None = None, cpu: str = "4") -> N
     assert all(f"ns/small-{i}" in sim.bound for i in range(int(cpu)))
 
 
+def _one_core_held(sim: SimCluster, runtime: str | None = None) -> None:
+    """A busy 4-cpu node, a gang "big" of 4 reserving it, and one job gone: 1 cpu held."""
+    _busy_node(sim, runtime=runtime)
+    _gang(sim, "big", 4)
+    sim.run()
+    sim.delete_pod("ns/small-0")
+    sim.run()
+
+
 def _gang(sim: SimCluster, name: str, size: int, cpu: str = "1", priority: int = 0,
           never_preempt: bool = False, **spec: object) -> None:
     sim.add_group(name, size, **spec)
@@ -92,11 +101,7 @@ def test_without_reservations_the_stream_starves_the_gang() -> None:
 
 def test_status_and_condition_show_held_against_needed(reserving: SimCluster) -> None:
     sim = reserving
-    _busy_node(sim, runtime="60s")
-    _gang(sim, "big", 4)
-    sim.run()
-    sim.delete_pod("ns/small-0")
-    sim.run()
+    _one_core_held(sim, runtime="60s")
     made_of = _plugin(sim).status_of("ns/big")
     assert made_of is not None
     status = made_of.status
@@ -111,11 +116,7 @@ def test_status_and_condition_show_held_against_needed(reserving: SimCluster) ->
 
 def test_a_higher_priority_pod_takes_reserved_room_at_once(reserving: SimCluster) -> None:
     sim = reserving
-    _busy_node(sim)
-    _gang(sim, "big", 4)
-    sim.run()
-    sim.delete_pod("ns/small-0")
-    sim.run()
+    _one_core_held(sim)
     sim.add_pod("urgent", priority=1000)
     sim.run()
     assert sim.bound.get("ns/urgent") == "n0"
@@ -127,11 +128,7 @@ def test_only_pods_that_end_in_time_backfill(reserving: SimCluster) -> None:
     """The running jobs end within 60 s: a 10 s job may use the held core, a 600 s one and
     one of unknown runtime may not."""
     sim = reserving
-    _busy_node(sim, runtime="60s")
-    _gang(sim, "big", 4)
-    sim.run()
-    sim.delete_pod("ns/small-0")
-    sim.run()
+    _one_core_held(sim, runtime="60s")
     sim.add_pod("long", annotations={EXPECTED_RUNTIME_ANNOTATION: "600s"})
     sim.add_pod("unknown")
     sim.run()
@@ -149,11 +146,7 @@ def test_only_pods_that_end_in_time_backfill(reserving: SimCluster) -> None:
 def test_nothing_backfills_when_the_start_cannot_be_estimated(reserving: SimCluster) -> None:
     """The running jobs declare no runtime: even a 1 s job may not use the held core."""
     sim = reserving
-    _busy_node(sim)
-    _gang(sim, "big", 4)
-    sim.run()
-    sim.delete_pod("ns/small-0")
-    sim.run()
+    _one_core_held(sim)
     sim.add_pod("quick", annotations={EXPECTED_RUNTIME_ANNOTATION: "1s"})
     sim.run()
     assert "ns/quick" not in sim.bound

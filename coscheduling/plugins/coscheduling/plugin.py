@@ -486,7 +486,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
     def _expire_reservations(self, now: float) -> list[str]:
         """Reservations past maxReservationSeconds let their room go; the gang waits
         without one."""
-        self.reservations.settle()
+        self.reservations.settle(refresh=True)
         keys = []
         for reservation in self.reservations.expire(now):
             group = self.handle.groups.podgroup(reservation.group_key)

@@ -30,7 +30,7 @@ from coscheduling.api.membership import NO_GROUP
 from coscheduling.api.pods import Pod
 from coscheduling.api.quantity import CPU, PODS, add_into, format_units
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
-from coscheduling.plugins.coscheduling.topology import Domain, domains
+from coscheduling.plugins.coscheduling.topology import domains
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -66,7 +66,6 @@ class Reservation:
     since: float
     until: float
     targets: dict[str, Target]
-    domain: Domain | None = None
     lent: bool = False
     # Whether the gang was told its room is all held (once per completion).
     announced: bool = False
@@ -117,12 +116,10 @@ class Reservations:
         # Who borrowed reserved room in the current cycle: (pod key, backfill, groups).
         self._borrower: tuple[str, bool, tuple[str, ...]] | None = None
         self._idle_at = handle.clock.now()
+        self._settled_at = -1  # the cache's change_seq at the last settle
 
     def __iter__(self) -> Iterator[Reservation]:
         return iter(sorted(self._by_group.values(), key=lambda r: r.rank))
-
-    def __contains__(self, group_key: object) -> bool:
-        return group_key in self._by_group
 
     def of(self, group_key: str) -> Reservation | None:
         return self._by_group.get(group_key)
@@ -198,12 +195,19 @@ class Reservations:
         if reservation is not None:
             self.grow(reservation)
 
-    def settle(self) -> None:
+    def settle(self, *, refresh: bool = False) -> None:
         """Hold the room lent to the last cycle again (less what it took) and grow every
-        reservation with room that freed, in line order."""
+        reservation with room that freed, in line order. Every pod's cycle starts here: with
+        nothing lent and no node changed since the last time, there is nothing to do unless
+        ``refresh`` (housekeeping: estimates move with time)."""
         self._borrower = None
+        cache = self.handle.cache
+        if not refresh and cache.change_seq == self._settled_at and not any(
+                r.lent for r in self._by_group.values()):
+            return
         for reservation in self:
             self.grow(reservation)
+        self._settled_at = cache.change_seq
 
     def placed(self, pod: Pod, node_name: str) -> None:
         """A pod that borrowed reserved room by its runtime was placed on a reserved node:
@@ -412,33 +416,31 @@ class Reservations:
         """Nodes for the missing members: those they could use once the pods there end, the
         ones whose room is expected to be free soonest and waste least, inside one domain when
         the gang asks for one. None when no such nodes exist."""
-        options: list[tuple[Domain | None, list[str]]] = [(None, self.handle.cache.node_names())]
+        options = [self.handle.cache.node_names()]
         if group.topology is not None:
             options = self._domain_options(group)
         best: tuple[tuple[float, float], Reservation] | None = None
-        for domain, names in options:
+        for names in options:
             planned = self._plan_on(group, members, names)
             if planned is None:
                 continue
-            reservation = self._new(group, planned, domain)
+            reservation = self._new(group, planned)
             score = (reservation.estimate, _waste(self.handle, planned))
             if best is None or score < best[0]:
                 best = (score, reservation)
         return best[1] if best is not None else None
 
-    def _domain_options(self, group: PodGroup) -> list[tuple[Domain | None, list[str]]]:
+    def _domain_options(self, group: PodGroup) -> list[list[str]]:
+        """The nodes of each domain the gang may go to (the narrowest key that has any)."""
         assert group.topology is not None
         placed = self.handle.cache.group_nodes(group.key)
         for key in group.topology.keys:
             found = domains(self.handle.cache, key, placed)
             if found:
-                return [(Domain(key, value), names) for value, names in sorted(found.items())]
-        if group.topology.required:
-            return []
-        return [(None, self.handle.cache.node_names())]
+                return [names for _, names in sorted(found.items())]
+        return [] if group.topology.required else [self.handle.cache.node_names()]
 
-    def _new(self, group: PodGroup, targets: dict[str, Target],
-             domain: Domain | None) -> Reservation:
+    def _new(self, group: PodGroup, targets: dict[str, Target]) -> Reservation:
         now = self.handle.clock.now()
         for target in targets.values():
             info = self.handle.cache.node(target.node)
@@ -446,7 +448,7 @@ class Reservations:
                 target.ready_at = self._ready_at(info, target)
         rank = _rank(self.handle, group)
         return Reservation(group.key, group.queue, -rank[0], rank, now, now + self._limit(group),
-                           targets, domain)
+                           targets)
 
     def _plan_on(self, group: PodGroup, members: list[Pod],
                  names: list[str]) -> dict[str, Target] | None:

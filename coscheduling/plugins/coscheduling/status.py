@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coscheduling.api import podgroups as pg
-from coscheduling.api.quantity import format_units
+from coscheduling.api.quantity import format_amounts, format_units
 from coscheduling.api.times import format_duration, format_rfc3339
 from coscheduling.plugins.coscheduling.manager import WAITING_FOR_MEMBERS
 from coscheduling.plugins.coscheduling.reservations import UNKNOWN
@@ -177,17 +177,14 @@ def reservation_status(reservation: Reservation) -> dict[str, Any]:
     found: dict[str, Any] = {
         "since": format_rfc3339(reservation.since),
         "expiresAt": format_rfc3339(reservation.until),
-        "nodes": [{"node": t.node, "members": len(t.members), "held": fmt_amounts(t.held),
-                   "needed": fmt_amounts(t.need)}
+        "nodes": [{"node": t.node, "members": len(t.members),
+                   "held": format_amounts(t.held, zeros=True),
+                   "needed": format_amounts(t.need, zeros=True)}
                   for t in sorted(reservation.targets.values(), key=lambda t: t.node)],
     }
     if reservation.estimate != UNKNOWN:
         found["estimatedStart"] = format_rfc3339(reservation.estimate)
     return found
-
-
-def fmt_amounts(amounts: Mapping[str, int]) -> dict[str, str]:
-    return {r: format_units(r, v) for r, v in sorted(amounts.items())}
 
 
 def build_status(view: GroupView) -> dict[str, Any]:

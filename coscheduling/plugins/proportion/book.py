@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from coscheduling.api.quantity import PODS, add_into, format_units
+from coscheduling.api.quantity import PODS, add_into, format_amounts, format_units
 from coscheduling.api.queues import DEFAULT_QUEUE, Queue
 from coscheduling.plugins.proportion.shares import Demand, deserved_shares
 
@@ -163,7 +163,7 @@ def _sum(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
 
 def fmt(amounts: Mapping[str, int]) -> dict[str, str]:
     """Quantities for status and messages, zero amounts left out."""
-    return {r: format_units(r, v) for r, v in sorted(amounts.items()) if v}
+    return format_amounts(amounts)
 
 
 def admission(book: Book, queue_name: str, need: Mapping[str, int]) -> str:
