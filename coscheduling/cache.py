@@ -75,6 +75,14 @@ class Cache:
             del changes[:drop]
             self._changes_base += drop
 
+    def touch(self, names: Iterable[str] | None) -> None:
+        """Mark nodes changed for a reason the cache cannot see (devices taken or given
+        back there); None marks every node."""
+        with self.lock:
+            for name in self._node_order if names is None else names:
+                if name in self._nodes:
+                    self._touch(name)
+
     @property
     def change_seq(self) -> int:
         """The sequence number the next change will get."""

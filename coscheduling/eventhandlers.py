@@ -242,13 +242,15 @@ class DeviceEvents(StoreEvents[R, R]):
         super().__init__(scheduler, store, key, lambda record: record)
 
     def _changed(self, apply: Callable[[], None], record: object, wake: bool) -> None:
+        claim = record if isinstance(record, ResourceClaim) else None
+
         def change() -> None:
             apply()
-            if isinstance(record, ResourceClaim):
-                self.s.devices.settle(record)
+            if claim is not None:
+                self.s.devices.settle(claim)
 
         with self.s.cache.lock:
-            self.s.devices.update(change)
+            self.s.devices.update(change, claim.key if claim is not None else "")
             if wake:
                 self.s.activator.capacity_freed_locked()
 

@@ -124,6 +124,9 @@ class Scheduler:
         self.listers = Listers()
         self.volumes = VolumeStore()  # claims, volumes, classes, CSINodes (their watches)
         self.devices = DeviceStore()  # DeviceClasses, ResourceSlices, ResourceClaims
+        # Devices taken or given back change their nodes' answers for tables of alike pods.
+        self.devices.on_change = lambda devices: self.cache.touch(
+            None if devices is None else self.devices.nodes_of(devices))
         self.waiting_pods = WaitingPods(self._on_decision)
         self._pool = ThreadPoolExecutor(config.binding_parallelism, thread_name_prefix="bind")
         # Preemption's writes (evictions, nominations) on threads of their own, so a storm

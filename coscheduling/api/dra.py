@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
@@ -436,7 +436,12 @@ class Assumed:
 class DeviceStore:
     """DeviceClasses, ResourceSlices and ResourceClaims from their watches, plus the
     allocations this scheduler made and has not seen come back yet (read and written under
-    the cache lock). A claim whose allocation arrives from the watch drops its assumption."""
+    the cache lock). A claim whose allocation arrives from the watch drops its assumption.
+
+    Which claim holds a device is indexed as claims change, so a cycle asks about the few
+    devices of a node instead of walking every claim; ``inventory`` changes only with
+    classes and slices, so what is derived from them (the node index, selector outcomes)
+    outlives the constant churn of claims."""
 
     def __init__(self) -> None:
         self.classes: dict[str, DeviceClass] = {}
@@ -445,12 +450,52 @@ class DeviceStore:
         self.assumed: dict[str, Assumed] = {}
         self.changed = threading.Condition()
         self.version = 0  # bumped on every change: readers cache what they derive
+        self.inventory = 0  # bumped when a class or a slice changes
+        self._allocated: dict[str, tuple[DeviceId, ...]] = {}  # claim key -> its devices
+        self.holders: dict[DeviceId, str] = {}  # device -> the claim allocated it
+        self.assumed_holders: dict[DeviceId, str] = {}  # device -> the claim assumed it
+        # Told which devices were taken or given back, and None when the inventory changed
+        # (the scheduler marks their nodes changed, for answers it keeps per node).
+        self.on_change: Callable[[Iterable[DeviceId] | None], None] = lambda _: None
+        self._homes: dict[DeviceId, str] = {}  # device -> its node ("" on shared slices)
+        self._homes_inventory = -1
 
-    def update(self, apply: Callable[[], object]) -> None:
+    def update(self, apply: Callable[[], object], claim_key: str = "") -> None:
+        """Apply a watch change: to the claim ``claim_key``, or else to the inventory."""
         with self.changed:
             apply()
             self.version += 1
+            if claim_key:
+                self._index_claim(claim_key)
+            else:
+                self.inventory += 1
+                self.on_change(None)
             self.changed.notify_all()
+
+    def _index_claim(self, key: str) -> None:
+        before = self._allocated.pop(key, ())
+        for device in before:
+            if self.holders.get(device) == key:
+                del self.holders[device]
+        claim = self.claims.get(key)
+        devices = (tuple(r.device_id for r in claim.allocation.results)
+                   if claim is not None and claim.allocation is not None else ())
+        if devices:
+            self._allocated[key] = devices
+        for device in devices:
+            self.holders[device] = key
+        if set(before) != set(devices):
+            self.on_change((*before, *devices))
+
+    def nodes_of(self, devices: Iterable[DeviceId]) -> set[str] | None:
+        """The nodes ``devices`` are local to; None when one is not local to a node (a
+        slice shared by several nodes, or a device no slice publishes now)."""
+        if self._homes_inventory != self.inventory:
+            self._homes = {d.id: piece.node_name for piece in self.slices.values()
+                           for d in piece.devices}
+            self._homes_inventory = self.inventory
+        nodes = {self._homes.get(device, "") for device in devices}
+        return None if "" in nodes else nodes
 
     def wait_until(self, done: Callable[[], bool], timeout: float) -> bool:
         with self.changed:
@@ -464,17 +509,30 @@ class DeviceStore:
         return assumed.allocation if assumed is not None else None
 
     def assume(self, claim_key: str, pod_key: str, allocation: Allocation) -> None:
+        self._drop_assumed(claim_key)
         self.assumed[claim_key] = Assumed(pod_key, allocation)
+        for result in allocation.results:
+            self.assumed_holders[result.device_id] = claim_key
         self.version += 1
+        self.on_change(r.device_id for r in allocation.results)
 
     def forget(self, claim_key: str, pod_key: str) -> None:
         assumed = self.assumed.get(claim_key)
         if assumed is not None and assumed.pod == pod_key:
-            del self.assumed[claim_key]
+            self._drop_assumed(claim_key)
             self.version += 1
 
     def settle(self, claim: ResourceClaim) -> None:
         """A claim record arrived from the watch: an assumption it now shows (or that a
         deleted claim makes moot) is dropped."""
         if claim.allocation is not None or claim.deleting:
-            self.assumed.pop(claim.key, None)
+            self._drop_assumed(claim.key)
+
+    def _drop_assumed(self, claim_key: str) -> None:
+        assumed = self.assumed.pop(claim_key, None)
+        if assumed is None:
+            return
+        for result in assumed.allocation.results:
+            if self.assumed_holders.get(result.device_id) == claim_key:
+                del self.assumed_holders[result.device_id]
+        self.on_change(r.device_id for r in assumed.allocation.results)

@@ -51,6 +51,23 @@ class Topology:
         return self.mode == TOPOLOGY_REQUIRED
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceConstraint:
+    """``spec.deviceConstraints[]``: every device the gang's members are allocated (of
+    ``device_classes``, or all when empty) has the same value of ``attribute`` (a fully
+    qualified device attribute, ``domain/name``): one NVLink clique, one NUMA domain."""
+
+    attribute: str
+    device_classes: tuple[str, ...] = ()
+
+    def applies(self, device_class: str) -> bool:
+        return not self.device_classes or device_class in self.device_classes
+
+
+MAX_DEVICE_CONSTRAINTS = 8
+_QUALIFIED_ATTRIBUTE = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9_]{1,32}$")
+
 MAX_SUBGROUPS = 64
 SUBGROUP_LABEL = f"{GROUP_API}/subgroup"
 """The label naming a member's subgroup (its role: ``ps``, ``worker``) in our PodGroups."""
@@ -110,6 +127,7 @@ class PodGroup:
     queue: str = "default"  # spec.queue: the Queue whose share the gang is admitted from
     topology: Topology | None = None
     subgroups: SubGroups | None = None  # spec.subGroups/minGroups: a gang of gangs
+    device_constraints: tuple[DeviceConstraint, ...] = ()
     # How long a running gang's lost member's room is held for its replacement (0: never).
     replacement_hold_seconds: int = DEFAULT_REPLACEMENT_HOLD_SECONDS
     # The members' declared runtime (api.runtimes), and how long the gang may hold a
@@ -233,9 +251,42 @@ def parse_podgroup(obj: dict[str, Any]) -> PodGroup:
             group.topology = parse_topology(spec["topology"])
         except ValueError as err:
             errors.append(f"spec.topology{err}")
+    if spec.get("deviceConstraints") is not None:
+        try:
+            group.device_constraints = parse_device_constraints(spec["deviceConstraints"])
+        except ValueError as err:
+            errors.append(f"spec.deviceConstraints{err}")
     group.subgroups = parse_subgroups(spec, group.min_member, errors)
     group.errors = tuple(errors)
     return group
+
+
+def parse_device_constraints(raw: object) -> tuple[DeviceConstraint, ...]:
+    """Validate ``spec.deviceConstraints``; a ValueError's text starts with the sub-field."""
+    if not isinstance(raw, list):
+        raise ValueError(f": must be a list, got {raw!r}")
+    if len(raw) > MAX_DEVICE_CONSTRAINTS:
+        raise ValueError(f": at most {MAX_DEVICE_CONSTRAINTS} constraints, got {len(raw)}")
+    found = []
+    for index, entry in enumerate(raw):
+        where = f"[{index}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: must be an object with matchAttribute, got {entry!r}")
+        unknown = sorted(set(entry) - {"matchAttribute", "deviceClassNames"})
+        if unknown:
+            raise ValueError(f"{where}.{unknown[0]}: unknown field (allowed: matchAttribute, "
+                             "deviceClassNames)")
+        attribute = entry.get("matchAttribute")
+        if not isinstance(attribute, str) or not _QUALIFIED_ATTRIBUTE.match(attribute):
+            raise ValueError(f"{where}.matchAttribute: must be a fully qualified device "
+                             f"attribute (domain/name), got {attribute!r}")
+        classes = entry.get("deviceClassNames") or []
+        if not isinstance(classes, list) or not all(
+                isinstance(c, str) and _DNS_SUBDOMAIN.match(c) for c in classes):
+            raise ValueError(f"{where}.deviceClassNames: must be a list of DeviceClass "
+                             f"names, got {classes!r}")
+        found.append(DeviceConstraint(attribute, tuple(classes)))
+    return tuple(found)
 
 
 def parse_subgroups(spec: dict[str, Any], min_member: int,

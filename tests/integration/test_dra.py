@@ -296,6 +296,76 @@ def test_gang_search_backtracks_so_both_members_fit(
     sched.watcher.check_settled()
 
 
+def test_gang_search_moves_a_member_to_another_node_so_both_fit(
+        kube: KubeClient, namespace: str, make_node: Any, dra: Dra,
+        start_scheduler: StartScheduler) -> None:
+    """Across nodes: the preferred node has only an 80Gi device, the other only a 40Gi
+    one. Placed one after the other, member 0 (>= 40Gi) takes the preferred node and member
+    1 (>= 80Gi) finds none; the gang's search moves member 0. Everything exists before the
+    scheduler starts, so member 0 is placed first."""
+    sched = start_scheduler(start=False)
+    preferred, other = f"dra-{dra.pool}-0", f"dra-{dra.pool}-1"
+    make_node(preferred, labels={"test-pool": dra.pool, "prefer": "yes"})
+    make_node(other, labels={"test-pool": dra.pool})
+    cls = dra.device_class()
+    dra.slice(preferred, [{"name": "big", "memory": "80Gi"}])
+    dra.slice(other, [{"name": "small", "memory": "40Gi"}])
+    for size in (40, 80):
+        dra.template(f"ge{size}", cls, selectors=[
+            f'device.capacity["{dra.driver}"].memory.compareTo(quantity("{size}Gi")) >= 0'])
+    create_podgroup(kube, namespace, "pair", 2)
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "prefer", "operator": "In", "values": ["yes"]}]}}]}}
+    create_pod(kube, namespace, _pod(
+        "pair-0", sched.name, dra.pool, group="pair", affinity=prefer,
+        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "ge40"}]))
+    dra.pod("pair-1", sched.name, template="ge80", group="pair")
+    wait_until(lambda: len(_claims_by_pod(dra)) == 2, what="both claims made")
+    sched.start()
+    nodes = _bound(kube, namespace, ["pair-0", "pair-1"])
+    assert nodes == {"pair-0": other, "pair-1": preferred}
+    claims = _claims_by_pod(dra)
+    assert [r["device"] for r in _results(claims["pair-0"])] == ["small"]
+    assert [r["device"] for r in _results(claims["pair-1"])] == ["big"]
+    sched.watcher.check_settled()
+
+
+def test_gang_device_constraint_keeps_every_member_in_one_clique(
+        kube: KubeClient, namespace: str, make_node: Any, dra: Dra,
+        start_scheduler: StartScheduler) -> None:
+    """spec.deviceConstraints: the preferred node's clique "a" has 2 devices, clique "b" 3
+    on two nodes; a gang of 3 gets clique b whole, never 2 of a and 1 of b. A second gang of
+    2 then takes clique a, the only one left with room."""
+    sched = start_scheduler()
+    preferred, b1, b2 = (f"dra-{dra.pool}-{i}" for i in range(3))
+    make_node(preferred, labels={"test-pool": dra.pool, "prefer": "yes"})
+    for name in (b1, b2):
+        make_node(name, labels={"test-pool": dra.pool})
+    cls = dra.device_class()
+    dra.slice(preferred, [{"name": f"gpu{i}", "clique": "a"} for i in range(2)])
+    dra.slice(b1, [{"name": "gpu0", "clique": "b"}])
+    dra.slice(b2, [{"name": f"gpu{i}", "clique": "b"} for i in range(2)])
+    dra.template("one-gpu", cls)
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "prefer", "operator": "In", "values": ["yes"]}]}}]}}
+    same_clique = [{"matchAttribute": f"{dra.driver}/clique"}]
+    for group, size in (("big", 3), ("small", 2)):
+        create_podgroup(kube, namespace, group, size, deviceConstraints=same_clique)
+        names = [f"{group}-{i}" for i in range(size)]
+        for name in names:
+            create_pod(kube, namespace, _pod(
+                name, sched.name, dra.pool, group=group, affinity=prefer,
+                resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]))
+        nodes = {n: node for n, node in _bound(kube, namespace, names).items() if n in names}
+        claims = _claims_by_pod(dra)
+        cliques = {"big": {b1, b2}, "small": {preferred}}[group]
+        assert set(nodes.values()) <= cliques, nodes
+        assert all(_node_of(claims[n]) == nodes[n] for n in names)
+    sched.watcher.check_settled()
+
+
 def test_selector_that_does_not_compile_is_named_in_an_event(
         kube: KubeClient, namespace: str, make_node: Any, dra: Dra,
         start_scheduler: StartScheduler) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from coscheduling.api.dra import (
     parse_resource_slice,
     quantity_value,
 )
+from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.quantity import parse_quantity
 from coscheduling.plugins.dynamicresources.allocator import Allocator
 from coscheduling.plugins.dynamicresources.cel import compile_selector
@@ -213,3 +215,31 @@ def test_slice_and_claim_fields_not_implemented_are_named() -> None:
                                                            "count": 0}}]}}})
     assert bad.parse_error == "spec.devices.requests[0].exactly.count: must be an integer >= 1"
     assert Constraint(("r",), "x").applies("r/sub")
+
+
+@pytest.mark.parametrize(("constraints", "message"), [
+    ({"matchAttribute": "x.example.com/clique"}, "spec.deviceConstraints: must be a list"),
+    ([{"matchAttribute": "clique"}],
+     "spec.deviceConstraints[0].matchAttribute: must be a fully qualified device attribute"),
+    ([{"matchAttribute": "x.example.com/clique", "scope": "node"}],
+     "spec.deviceConstraints[0].scope: unknown field"),
+    ([{"matchAttribute": "x.example.com/clique", "deviceClassNames": "gpu"}],
+     "spec.deviceConstraints[0].deviceClassNames: must be a list of DeviceClass names"),
+    ([{"matchAttribute": "x.example.com/a"}] * 9, "spec.deviceConstraints: at most 8"),
+])
+def test_gang_device_constraints_validation_names_the_field(constraints: object,
+                                                            message: str) -> None:
+    group = parse_podgroup({"metadata": {"name": "g", "namespace": "ns"},
+                            "spec": {"minMember": 2, "deviceConstraints": constraints}})
+    assert not group.valid
+    assert any(e.startswith(message) for e in group.errors), group.errors
+
+
+def test_gang_device_constraints_parse() -> None:
+    group = parse_podgroup({"metadata": {"name": "g", "namespace": "ns"}, "spec": {
+        "minMember": 2, "deviceConstraints": [
+            {"matchAttribute": "gpu.example.com/clique", "deviceClassNames": ["gpu"]}]}})
+    assert group.valid
+    (constraint,) = group.device_constraints
+    assert constraint.attribute == "gpu.example.com/clique"
+    assert constraint.applies("gpu") and not constraint.applies("nic")

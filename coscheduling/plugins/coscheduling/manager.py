@@ -30,6 +30,12 @@ from coscheduling.api.times import format_duration
 from coscheduling.plugins.coscheduling import subgroups
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
 from coscheduling.plugins.coscheduling.holds import HeldSlots
+from coscheduling.plugins.coscheduling.search import (
+    MAX_BACKTRACKS,
+    MemberSearch,
+    SelectNode,
+    needs_search,
+)
 from coscheduling.plugins.coscheduling.topology import Domain, claim_in_domain
 from coscheduling.preemption.evaluator import describe_victims, gang_preemptor
 
@@ -38,9 +44,6 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.framework.handle import Handle
     from coscheduling.preemption import Preemption
-
-SelectNode = Callable[["Pod"], "tuple[str | None, str]"]
-"""pod -> (the node its own cycle would pick, or None; why no node fits)."""
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,8 @@ class GangState:
     domain: Domain | None = None
     # Members that entered Wait during the current attempt.
     waited: set[str] = field(default_factory=set)
+    # The search placing its members, while it runs (what nodes each has tried).
+    search: MemberSearch | None = None
 
 
 @dataclass(frozen=True)
@@ -383,21 +388,26 @@ class GangManager:
 
     def _claim_members(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
                        counts: GangCounts) -> str:
-        cache = self.handle.cache
-        made: list[str] = []
-        for member in members:
-            node_name, why = select_node(member)
-            if node_name is None:
-                for key in made:
-                    cache.drop_claim(key)
-                placed = counts.placed + counts.waiting + counts.claimed + len(made)
-                return (
-                    f"{len(members) - len(made)}/{group.min_member} members of the gang "
-                    f"cannot be placed ({placed} placed or reserved): {why}"
-                )
-            cache.claim(member, node_name)
-            made.append(member.key)
-        return ""
+        search = MemberSearch(self.handle.cache, select_node,
+                              budget=MAX_BACKTRACKS if needs_search(group, members) else 0)
+        gang = self.state(group.key)
+        gang.search = search
+        try:
+            made, why = search.place(members)
+        finally:
+            gang.search = None
+        if made == len(members):
+            return ""
+        placed = counts.placed + counts.waiting + counts.claimed + made
+        return (f"{len(members) - made}/{group.min_member} members of the gang "
+                f"cannot be placed ({placed} placed or reserved): {why}")
+
+    def avoided(self, pod: Pod) -> frozenset[str]:
+        """Nodes the running search keeps ``pod`` off (it tried them)."""
+        gang = self.gangs.get(pod.group_key) if pod.group_key else None
+        if gang is None or gang.search is None:
+            return frozenset()
+        return gang.search.avoid.get(pod.key, frozenset())
 
     def _claim_in_domain(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
                          counts: GangCounts) -> str:

@@ -61,6 +61,9 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.framework.nodeinfo import NodeInfo
 
+TRIED = "node(s) tried for this member while the gang's placement was searched"
+
+
 def _uid(owner: str) -> str:
     return owner.rsplit("/", 1)[-1]
 
@@ -317,15 +320,20 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
     # -- Filter --------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         """A member of a gang placed by topology stays inside the gang's domain (and its
-        subgroup's)."""
+        subgroup's); a member the gang's search moves keeps off the nodes it tried."""
+        if node.name in self.manager.avoided(pod):
+            return Status.unschedulable(TRIED, plugin=self.name)
         for whose, domain in self._domains(pod):
             if node.node is not None and node.node.labels.get(domain.key) != domain.value:
                 return Status.unschedulable(f"node(s) outside the {whose} topology domain "
                                             f"{domain}", plugin=self.name)
         return SUCCESS
 
-    def sign(self, pod: Pod) -> Hashable:
-        """Filter reads the node's labels and the gang's (and subgroup's) domain only."""
+    def sign(self, pod: Pod) -> Hashable | None:
+        """Filter reads the node's labels and the gang's (and subgroup's) domain only,
+        unless the gang's search keeps the pod off nodes (then no signature)."""
+        if self.manager.avoided(pod):
+            return None
         return tuple((d.key, d.value) for _, d in self._domains(pod))
 
     def _domains(self, pod: Pod) -> list[tuple[str, Domain]]:

@@ -12,7 +12,7 @@ them all free, firstAvailable tries its alternatives in order, constraints hold 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +54,7 @@ class _State:
 class Allocator:
     """A search over ``devices`` (free ones first; ``taken`` are in use by others)."""
 
-    def __init__(self, devices: Sequence[Device], taken: set[DeviceId], matches: Matcher,
+    def __init__(self, devices: Sequence[Device], taken: Container[DeviceId], matches: Matcher,
                  budget: int = DEFAULT_BUDGET) -> None:
         self.devices = devices
         self.taken = taken

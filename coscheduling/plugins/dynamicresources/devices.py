@@ -33,6 +33,7 @@ class NodeIndex:
     local: dict[str, list[Device]] = field(default_factory=dict)
     shared: list[ResourceSlice] = field(default_factory=list)
     slice_of: dict[DeviceId, ResourceSlice] = field(default_factory=dict)
+    by_id: dict[DeviceId, Device] = field(default_factory=dict)
     incomplete: set[tuple[str, str]] = field(default_factory=set)
     skipped: list[str] = field(default_factory=list)  # why slices or devices are left out
 
@@ -74,6 +75,7 @@ def build_index(store: DeviceStore) -> NodeIndex:
         usable = tuple(d for d in piece.devices if not d.unusable)
         for device in usable:
             index.slice_of[device.id] = piece
+            index.by_id[device.id] = device
         if piece.node_name:
             index.local.setdefault(piece.node_name, []).extend(usable)
         elif piece.node_terms is not None or piece.all_nodes:
@@ -102,16 +104,23 @@ def _consumers_gone(claim: ResourceClaim, cache: SchedulerCache) -> bool:
     return True
 
 
-def in_use(store: DeviceStore, cache: SchedulerCache) -> set[DeviceId]:
-    """Devices allocated to claims (the API server's allocations and this scheduler's
-    assumed ones), less those of claims whose pods are all gone from the view."""
-    used: set[DeviceId] = set()
-    for claim in store.claims.values():
-        if claim.allocation is not None and not _consumers_gone(claim, cache):
-            used.update(r.device_id for r in claim.allocation.results)
-    for assumed in store.assumed.values():
-        used.update(r.device_id for r in assumed.allocation.results)
-    return used
+class InUse:
+    """Whether a device is taken: allocated to a claim (the API server's allocation, or one
+    this scheduler assumed), unless every pod of that claim is gone from the view. Asked
+    per device as a search meets it, so a cycle costs the devices of its node, not the
+    claims of the cluster."""
+
+    def __init__(self, store: DeviceStore, cache: SchedulerCache) -> None:
+        self.store = store
+        self.cache = cache
+
+    def __contains__(self, device: object) -> bool:
+        store = self.store
+        if device in store.assumed_holders:
+            return True
+        key = store.holders.get(device) if isinstance(device, tuple) else None
+        claim = store.claims.get(key) if key is not None else None
+        return claim is not None and not _consumers_gone(claim, self.cache)
 
 
 def _selector_json(results: Sequence[Result], index: NodeIndex, node_name: str) -> Any:
