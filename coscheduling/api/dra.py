@@ -116,10 +116,10 @@ class Device:
     capacity: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     unusable: str = ""
     cel_cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    id: DeviceId = field(init=False, compare=False, repr=False)  # read in every search step
 
-    @property
-    def id(self) -> DeviceId:
-        return (self.driver, self.pool, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", (self.driver, self.pool, self.name))
 
     def attribute(self, qualified: str) -> Any:
         """The value of a fully qualified attribute ("domain/name"), or None."""

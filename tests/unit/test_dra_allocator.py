@@ -15,6 +15,7 @@ from coscheduling.api.dra import (
     EXACT_COUNT,
     Constraint,
     Device,
+    DeviceStore,
     ResourceClaim,
     Subrequest,
     parse_resource_claim,
@@ -25,6 +26,7 @@ from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.quantity import parse_quantity
 from coscheduling.plugins.dynamicresources.allocator import Allocator
 from coscheduling.plugins.dynamicresources.cel import compile_selector
+from coscheduling.plugins.dynamicresources.devices import build_index
 
 DRIVER = "gpu.example.com"
 SELECTORS = [
@@ -243,3 +245,30 @@ def test_gang_device_constraints_parse() -> None:
     (constraint,) = group.device_constraints
     assert constraint.attribute == "gpu.example.com/clique"
     assert constraint.applies("gpu") and not constraint.applies("nic")
+
+
+def test_claims_change_without_changing_the_inventory_and_say_which_devices_they_hold(
+        ) -> None:
+    """The node index and selector outcomes follow the inventory (classes, slices) only;
+    a claim's allocation is indexed by device, and devices taken or given back are told."""
+    store = DeviceStore()
+    told: list[object] = []
+    store.on_change = lambda devices: told.append(None if devices is None else set(devices))
+    piece = parse_resource_slice({"metadata": {"name": "n1-gpus"}, "spec": {
+        "driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "resourceSliceCount": 1},
+        "devices": [{"name": "d0"}, {"name": "d1"}]}})
+    store.update(lambda: store.slices.update({piece.name: piece}))
+    assert told == [None]
+    inventory = store.inventory
+    assert build_index(store).version == inventory
+    claim = parse_resource_claim({"metadata": {"name": "c", "namespace": "ns"}, "spec": {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "g"}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "d1"}]}}}})
+    store.update(lambda: store.claims.update({claim.key: claim}), claim.key)
+    assert store.inventory == inventory
+    assert store.holders == {(DRIVER, "n1", "d1"): "ns/c"}
+    assert store.nodes_of([(DRIVER, "n1", "d1")]) == {"n1"}
+    store.update(lambda: store.claims.pop(claim.key), claim.key)
+    assert store.holders == {}
+    assert told == [None, {(DRIVER, "n1", "d1")}, {(DRIVER, "n1", "d1")}]

@@ -63,7 +63,7 @@ def _newest(slices: Sequence[ResourceSlice]) -> tuple[dict[tuple[str, str], int]
 
 
 def build_index(store: DeviceStore) -> NodeIndex:
-    index = NodeIndex(store.version)
+    index = NodeIndex(store.inventory)
     good = [s for s in store.slices.values() if not s.parse_error and not s.unsupported]
     index.skipped = [f'resourceslice "{s.name}": {s.parse_error or s.unsupported} is not '
                      "usable by this scheduler" for s in store.slices.values()
