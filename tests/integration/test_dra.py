@@ -94,12 +94,25 @@ class Dra:
             "metadata": {"name": name}, "spec": self._devices(cls, **request)})
 
     def pod(self, name: str, scheduler: str, *, template: str = "", claim: str = "",
-            group: str = "") -> None:
+            group: str = "", prefer: bool = False) -> None:
+        """A pod using one claim; ``prefer``: it would rather run on nodes labelled
+        prefer=yes (so the order members are placed in would mislead a greedy search)."""
         source = ({"resourceClaimTemplateName": template} if template
                   else {"resourceClaimName": claim})
-        create_pod(self.kube, self.namespace, _pod(
-            name, scheduler, self.pool, group=group,
-            resourceClaims=[{"name": "gpu", **source}]))
+        spec: dict[str, Any] = {"resourceClaims": [{"name": "gpu", **source}]}
+        if prefer:
+            spec["affinity"] = {"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "preference": {"matchExpressions": [
+                        {"key": "prefer", "operator": "In", "values": ["yes"]}]}}]}}
+        create_pod(self.kube, self.namespace, _pod(name, scheduler, self.pool, group=group,
+                                                   **spec))
+
+    def memory_templates(self, cls: str, *sizes: int) -> None:
+        """Templates "ge<size>" asking for one device of at least <size>Gi."""
+        for size in sizes:
+            self.template(f"ge{size}", cls, selectors=[
+                f'device.capacity["{self.driver}"].memory.compareTo(quantity("{size}Gi")) >= 0'])
 
     def claims(self) -> list[dict[str, Any]]:
         return list(self.kube.get(f"{API}/namespaces/{self.namespace}/resourceclaims")
@@ -274,6 +287,13 @@ def test_claim_shared_by_a_gang_pulls_every_member_to_its_device(
     sched.watcher.check_settled()
 
 
+def _small_then_big(dra: Dra) -> None:
+    """pair-0 (>= 40Gi) got the 40Gi device, pair-1 (>= 80Gi) the 80Gi one."""
+    claims = _claims_by_pod(dra)
+    assert [r["device"] for r in _results(claims["pair-0"])] == ["small"]
+    assert [r["device"] for r in _results(claims["pair-1"])] == ["big"]
+
+
 def test_gang_search_backtracks_so_both_members_fit(
         kube: KubeClient, namespace: str, make_node: Any, dra: Dra,
         start_scheduler: StartScheduler) -> None:
@@ -283,16 +303,12 @@ def test_gang_search_backtracks_so_both_members_fit(
     (node,) = _nodes(make_node, dra.pool, 1)
     cls = dra.device_class()
     dra.slice(node, [{"name": "big", "memory": "80Gi"}, {"name": "small", "memory": "40Gi"}])
-    for size in (40, 80):
-        dra.template(f"ge{size}", cls, selectors=[
-            f'device.capacity["{dra.driver}"].memory.compareTo(quantity("{size}Gi")) >= 0'])
+    dra.memory_templates(cls, 40, 80)
     create_podgroup(kube, namespace, "pair", 2)
     dra.pod("pair-0", sched.name, template="ge40", group="pair")
     dra.pod("pair-1", sched.name, template="ge80", group="pair")
     _bound(kube, namespace, ["pair-0", "pair-1"])
-    claims = _claims_by_pod(dra)
-    assert [r["device"] for r in _results(claims["pair-0"])] == ["small"]
-    assert [r["device"] for r in _results(claims["pair-1"])] == ["big"]
+    _small_then_big(dra)
     sched.watcher.check_settled()
 
 
@@ -310,24 +326,15 @@ def test_gang_search_moves_a_member_to_another_node_so_both_fit(
     cls = dra.device_class()
     dra.slice(preferred, [{"name": "big", "memory": "80Gi"}])
     dra.slice(other, [{"name": "small", "memory": "40Gi"}])
-    for size in (40, 80):
-        dra.template(f"ge{size}", cls, selectors=[
-            f'device.capacity["{dra.driver}"].memory.compareTo(quantity("{size}Gi")) >= 0'])
+    dra.memory_templates(cls, 40, 80)
     create_podgroup(kube, namespace, "pair", 2)
-    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "preference": {"matchExpressions": [
-            {"key": "prefer", "operator": "In", "values": ["yes"]}]}}]}}
-    create_pod(kube, namespace, _pod(
-        "pair-0", sched.name, dra.pool, group="pair", affinity=prefer,
-        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "ge40"}]))
+    dra.pod("pair-0", sched.name, template="ge40", group="pair", prefer=True)
     dra.pod("pair-1", sched.name, template="ge80", group="pair")
     wait_until(lambda: len(_claims_by_pod(dra)) == 2, what="both claims made")
     sched.start()
     nodes = _bound(kube, namespace, ["pair-0", "pair-1"])
     assert nodes == {"pair-0": other, "pair-1": preferred}
-    claims = _claims_by_pod(dra)
-    assert [r["device"] for r in _results(claims["pair-0"])] == ["small"]
-    assert [r["device"] for r in _results(claims["pair-1"])] == ["big"]
+    _small_then_big(dra)
     sched.watcher.check_settled()
 
 
@@ -347,17 +354,12 @@ def test_gang_device_constraint_keeps_every_member_in_one_clique(
     dra.slice(b1, [{"name": "gpu0", "clique": "b"}])
     dra.slice(b2, [{"name": f"gpu{i}", "clique": "b"} for i in range(2)])
     dra.template("one-gpu", cls)
-    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "preference": {"matchExpressions": [
-            {"key": "prefer", "operator": "In", "values": ["yes"]}]}}]}}
     same_clique = [{"matchAttribute": f"{dra.driver}/clique"}]
     for group, size in (("big", 3), ("small", 2)):
         create_podgroup(kube, namespace, group, size, deviceConstraints=same_clique)
         names = [f"{group}-{i}" for i in range(size)]
         for name in names:
-            create_pod(kube, namespace, _pod(
-                name, sched.name, dra.pool, group=group, affinity=prefer,
-                resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]))
+            dra.pod(name, sched.name, template="one-gpu", group=group, prefer=True)
         nodes = {n: node for n, node in _bound(kube, namespace, names).items() if n in names}
         claims = _claims_by_pod(dra)
         cliques = {"big": {b1, b2}, "small": {preferred}}[group]
