@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import grpc
 import pytest
 
 from coscheduling.framework.status import Code, Status
-from coscheduling.server import GrpcSettings, PluginServer, build_server
+from coscheduling.server import GrpcSettings, PluginServer, build_server, polling
 from coscheduling.server.cli import RPC_NAMES, _rpc_name
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc
@@ -69,6 +70,31 @@ def test_pod_json_is_parsed_as_the_watch_parses_it() -> None:
             {"name": "c", "resources": {"requests": {"cpu": "250m"}}}]}}).encode(), "pod")
     assert (pod.key, pod.uid, pod.group_key, pod.priority, pod.requests["cpu"]) == \
         ("n/a", "u", "n/g", 5, 250)
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (None, "-event_engine_listener,-event_engine_client"),
+    ("", "-event_engine_listener,-event_engine_client"),
+    ("event_engine_listener", "event_engine_listener,-event_engine_client"),  # theirs wins
+    ("-event_engine_client,other", "-event_engine_client,other,-event_engine_listener"),
+])
+def test_grpc_polls_inline_unless_the_environment_says_otherwise(
+        before: str | None, after: str) -> None:
+    environ = {} if before is None else {polling.VARIABLE: before}
+    polling.poll_inline(environ)
+    assert environ == {polling.VARIABLE: after}
+
+
+def test_the_pinned_grpc_knows_the_experiments_turned_off() -> None:
+    """grpc logs an error for an experiment it does not know (and ignores it): a grpcio
+    upgrade that drops them must show here, not as a quiet loss of latency."""
+    serve = ("import coscheduling.server, grpc, concurrent.futures as f; "
+             "s = grpc.server(f.ThreadPoolExecutor(1)); s.add_insecure_port('127.0.0.1:0'); "
+             "s.start(); s.stop(0).wait()")
+    env = {k: v for k, v in os.environ.items() if k != polling.VARIABLE}
+    done = subprocess.run([sys.executable, "-c", serve], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert "experiment" not in done.stderr.lower(), done.stderr
 
 
 def test_call_accepts_rpc_names_in_any_case() -> None:
