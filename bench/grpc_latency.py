@@ -255,14 +255,17 @@ def _measure(names: list[str], plan: Plan, rate: float, seconds: float,
     gc.disable()
     try:
         cpu, switches = _server_counters(server_pid)
+        client_cpu = time.process_time()
         paced = _paced(plan, rate, seconds)
+        client_cpu = time.process_time() - client_cpu
         cpu_after, switches_after = _server_counters(server_pid)
     finally:
         gc.enable()
     calls = sum(len(s) for s in paced.samples)
     shared = {"rate_per_s": round(paced.achieved, 1), "late": paced.late,
               "server_cpu_us": round((cpu_after - cpu) / calls * 1e6),
-              "server_switches": round((switches_after - switches) / calls, 1)}
+              "server_switches": round((switches_after - switches) / calls, 1),
+              "client_cpu_us": round(client_cpu / calls * 1e6)}
     return {name: {**_percentiles(latencies), "calls": len(latencies), **shared}
             for name, latencies in zip(names, paced.samples, strict=True)}
 
@@ -425,12 +428,13 @@ def _print(results: dict[str, Any], handlers: dict[str, float], args: argparse.N
     print(f"{args.server} server, {poller} polling, {args.rate:g} calls/s, "
           f"{args.repeat} run(s); load average {os.getloadavg()[0]:.2f}")
     print(f"{'RPC':<42} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'calls':>6} "
-          f"{'rate/s':>7} {'late':>5} {'srv us':>7} {'srv cs':>6}")
+          f"{'rate/s':>7} {'late':>5} {'srv us':>7} {'srv cs':>6} {'cli us':>6}")
     for name, r in results.items():
         print(f"{name:<42} {r['p50_ms']:7.3f} {r['p99_ms']:7.3f} {r['max_ms']:7.2f} "
               f"{r['calls']:6.0f} {r['rate_per_s']:7.1f} {r['late']:5.0f} "
-              f"{r['server_cpu_us']:7.0f} {r['server_switches']:6.1f}")
-    print("\n(srv us, srv cs: the server process's CPU time and context switches per call)")
+              f"{r['server_cpu_us']:7.0f} {r['server_switches']:6.1f} {r['client_cpu_us']:6.0f}")
+    print("\n(late: calls sent over 1 ms after their time; srv us, srv cs: the server process's"
+          " CPU time and context switches per call; cli us: the client's CPU per call)")
     print("the handlers alone, without gRPC (microseconds per call):")
     for name, micros in handlers.items():
         print(f"  {name:<40} {micros:8.1f}")
