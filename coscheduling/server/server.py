@@ -6,6 +6,11 @@ per-RPC authorization (or a loudly named override); it refuses to share its port
 connections), caps messages at 16 MiB both ways, releases reservations whose caller went
 quiet, and reports SERVING on the standard health service only once the scheduler's caches
 have synced (an answer from a half-listed cache would be wrong).
+
+It is grpcio's thread-pool server: a call that waits for the cache lock (the scheduling loop
+holds it for a cycle) holds one worker, not every call; grpcio's asyncio server served these
+calls no faster here and with more CPU per call (bench/grpc_latency.py, bench/RESULTS.md).
+grpc polls inline (polling.py).
 """
 
 from __future__ import annotations
