@@ -31,6 +31,7 @@ from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import ClusterEventsPlugin, Plugin
 from coscheduling.framework.metrics import SchedulerMetrics
+from coscheduling.framework.pacing import Pace
 from coscheduling.framework.registry import Registry
 from coscheduling.framework.runtime import EnabledPlugins, Framework
 from coscheduling.framework.status import Code, Status
@@ -128,6 +129,8 @@ class Scheduler:
         self.devices.on_change = lambda devices: self.cache.touch(
             None if devices is None else self.devices.nodes_of(devices))
         self.waiting_pods = WaitingPods(self._on_decision)
+        # Re-ranking gangs by share (DRF) sums every gang's pods: paced on large clusters.
+        self._order_pace = Pace()
         self._pool = ThreadPoolExecutor(config.binding_parallelism, thread_name_prefix="bind")
         # Preemption's writes (evictions, nominations) on threads of their own, so a storm
         # of evictions does not queue the binds of the gangs it made room for.
@@ -350,7 +353,9 @@ class Scheduler:
             for plugin in self.event_plugins:
                 keys += plugin.housekeeping(now)
         self.activator.move_groups(keys)
-        self.refresh_queue_order()
+        if self._order_pace.due():
+            with self._order_pace.run():
+                self.refresh_queue_order()
         self.queue.flush_stale()
         self.metrics.set_queue_counts(self.queue.counts())
 
