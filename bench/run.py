@@ -75,6 +75,7 @@ from bench.workloads import (
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.config import SchedulerConfig
 from coscheduling.localcluster import Binaries, LocalCluster, ensure_binaries
 from coscheduling.localcluster.build import KUBERNETES_VERSION, binary_dirs
 
@@ -755,8 +756,8 @@ def describe(contender: Contender) -> str:
                 "(its own: 50/100)")
     return ("`coscheduling run`: the default configuration and profile (kube-scheduler's "
             "default plugins and weights, plus Proportion and DRF), gang timeout 60 s, "
-            f"bindingParallelism 16; {limits} (its own: 200/400; events through a separate "
-            "client with the same limits)")
+            f"bindingParallelism {SchedulerConfig().binding_parallelism}; {limits} (its own: "
+            "200/400; events through a separate client with the same limits)")
 
 
 TERMS = (
