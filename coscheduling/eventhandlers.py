@@ -59,7 +59,7 @@ class PodEvents:
         if pod.deleting:
             return
         if not pod.gated:
-            s.queue.add(pod)
+            s.enqueue(pod)
         if pod.group_key and self._enough_members(pod.group_key):
             s.activator.move_groups([pod.group_key])
 
@@ -100,7 +100,7 @@ class PodEvents:
         elif s.cache.is_assumed(new.key) or s.waiting_pods.get(new.key) is not None:
             return  # in a binding or waiting cycle: not queued
         else:
-            s.queue.add(new)
+            s.enqueue(new)
             if old.gated:
                 s.activator.move_groups([new.group_key] if new.group_key else [])
 

@@ -82,6 +82,20 @@ class SchedulingQueue:
             self._pods[pod.key] = queued
             self._push_active(queued)
 
+    def park(self, pod: Pod, reason: str) -> None:
+        """A new pending pod that PreEnqueue holds back: tracked as unschedulable without
+        an attempt, until an event moves it (a pod already tracked is only refreshed)."""
+        with self._lock:
+            queued = self._pods.get(pod.key)
+            if queued is not None:
+                queued.pod = pod
+                return
+            queued = QueuedPod(pod, self._sort_key(pod), self._clock())
+            queued.last_reason = reason
+            queued.where = UNSCHEDULABLE
+            queued.unschedulable_since = queued.backoff_until = self._clock()
+            self._pods[pod.key] = queued
+
     def delete(self, key: str) -> None:
         with self._lock:
             self._pods.pop(key, None)  # heap entries are dropped lazily

@@ -34,7 +34,7 @@ from coscheduling.framework.metrics import SchedulerMetrics
 from coscheduling.framework.pacing import Pace
 from coscheduling.framework.registry import Registry
 from coscheduling.framework.runtime import EnabledPlugins, Framework
-from coscheduling.framework.status import Code, Status
+from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.framework.waiting import WaitingPod, WaitingPods
 from coscheduling.placement import Placer, PluginsRunner
 from coscheduling.preemption.evict import ApiEvictor, Evictor
@@ -269,10 +269,27 @@ class Scheduler:
             return ""
         return claimed
 
+    def enqueue(self, pod: Pod) -> None:
+        """A pending pod (new, or a new record of it) enters the queue. A new one that a
+        PreEnqueue plugin holds back (a member of a gang that lacks members) is parked with
+        the reason, reported as an attempt's would be, but without the attempt."""
+        with self.cache.lock:
+            status = SUCCESS if self.queue.get(pod.key) is not None \
+                else self.framework.run_pre_enqueue(pod)
+            if status.ok:
+                self.queue.add(pod)
+                return
+            self.queue.park(pod, status.message)
+        log.debug("%s: %s", pod.key, status.message)
+        self._report(pod, status, status.message)
+
     def _fail(self, pod: Pod, status: Status, message: str) -> None:
         log.debug("%s: %s", pod.key, message)
         unschedulable = status.rejected
         self.queue.requeue(pod, message, unschedulable=unschedulable)
+        self._report(pod, status, message)
+
+    def _report(self, pod: Pod, status: Status, message: str) -> None:
         if self.reporter is None:
             return
         if pod.group_key and any(p.held_by_gates(pod, status) for p in self.event_plugins):
