@@ -144,7 +144,8 @@ class Scheduler:
         )
         self.event_plugins: list[ClusterEventsPlugin] = []
         self.activator = Activator(self.queue, self.cache.lock, lambda: self.event_plugins,
-                                   lambda key: self.ledger.waiting(key))
+                                   lambda key: self.ledger.waiting(key),
+                                   lambda pod: self.framework.run_pre_enqueue(pod).ok)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.active = threading.Event()  # cleared: watch and answer, but do not schedule

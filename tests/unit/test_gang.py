@@ -274,6 +274,9 @@ def test_members_of_a_gang_that_lacks_members_wait_without_attempts(sim: SimClus
     assert parked is not None and parked.attempts == 0
     assert parked.last_reason == ('PodGroup "ns/g": waiting for member pods: 2 of minMember 3 '
                                   "exist (0 placed)")
+    sim.add_node("n2", cpu="8")  # room appears: it cannot help a gang that lacks members
+    sim.run()
+    assert attempts.value("unschedulable", sim.scheduler.metrics.profile) == 0
     sim.add_pod("p2", group="g")
     sim.run()
     assert sim.bound_in_group("g") == 3
