@@ -104,6 +104,9 @@ class ApiBinder:
         return Status()
 
 
+WAITS_FOR_VICTIMS = "waits for the pods its gang preempted to terminate"
+
+
 class Scheduler:
     """Owns the cache, queue, framework and binding pool, and builds its plugins' roles."""
 
@@ -218,6 +221,11 @@ class Scheduler:
             if current is None or current.uid != pod.uid or current.node_name or current.deleting:
                 self.queue.done(pod.key)
                 return CycleResult(pod.key, Status(Code.SKIP, ("pod is gone or bound",)))
+            if self.ledger.waiting(pod.key):
+                # Its gang preempted and its victims still terminate: only the last one's
+                # departure (which activates it) can change its answer. No attempt.
+                self.queue.requeue(current, queued.last_reason, unschedulable=True)
+                return CycleResult(pod.key, Status(Code.SKIP, (WAITS_FOR_VICTIMS,)))
             pod = current
             result = self._cycle(pod)
         outcome = {
