@@ -1,16 +1,20 @@
-"""A pod's cycle from assume to PostBind, or its undoing: one owner, used by the scheduling
-loop and by the gRPC server's caller-driven cycles alike.
+"""A pod's cycle from PreFilter to PostBind, or its undoing: one owner, used by the
+scheduling loop, by the gRPC server's caller-driven cycles and by its one-call Schedule alike.
 
-Assume takes the pod's room in the cache before Reserve; Permit's answer is recorded in the
-cycle state as framework data (permitted, or why it failed), which Unreserve plugins read; a
-Permit wait's decision is settled the same way. Undoing a cycle unreserves it, forgets the
-assumed pod, tells waiting gangs there is room, and gives the pod back to the queue.
+Selecting a node runs PreFilter, then takes the node the pod's gang claimed for it if that
+node still passes Filter (as kube-scheduler tries a nominated node first), else Filters and
+Scores the nodes and picks one (:class:`~coscheduling.placement.Placer`). Assume takes the
+pod's room in the cache before Reserve; Permit's answer is recorded in the cycle state as
+framework data (permitted, or why it failed), which Unreserve plugins read; a Permit wait's
+decision is settled the same way. Undoing a cycle unreserves it, forgets the assumed pod,
+tells waiting gangs there is room, and gives the pod back to the queue.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coscheduling.framework.cycle_state import FAILURE, PERMITTED, CycleFailure, CycleState
@@ -22,25 +26,61 @@ if TYPE_CHECKING:
     from coscheduling.cluster.reporter import Reporter
     from coscheduling.framework.metrics import SchedulerMetrics
     from coscheduling.framework.runtime import Framework
+    from coscheduling.placement import Placer
     from coscheduling.queue import Activator, SchedulingQueue
 
 log = logging.getLogger(__name__)
 
 
-class Cycles:
-    """Every step of a pod's cycle after a node was chosen for it; call under the cache
-    lock, except :meth:`bind` (the binding cycle talks to the API server)."""
+@dataclass(frozen=True)
+class Selection:
+    """The node chosen for a pod, or why none was: PreFilter's status when it refused it,
+    else Filter's summary ('0/N nodes are available: ...') and ``failures``."""
 
-    def __init__(self, framework: Framework, cache: Cache, queue: SchedulingQueue,
-                 activator: Activator, metrics: SchedulerMetrics, reporter: Reporter | None,
-                 scheduler_names: Collection[str]) -> None:
+    node: str | None
+    status: Status
+    failures: Mapping[str, Status] | None = None
+    """When no node passed Filter: each failed node's status (PostFilter may help)."""
+
+
+class Cycles:
+    """Every step of a pod's cycle; call under the cache lock, except :meth:`bind` (the
+    binding cycle talks to the API server)."""
+
+    def __init__(self, framework: Framework, cache: Cache, placer: Placer,
+                 queue: SchedulingQueue, activator: Activator, metrics: SchedulerMetrics,
+                 reporter: Reporter | None, scheduler_names: Collection[str]) -> None:
         self._fw = framework
         self._cache = cache
+        self._placer = placer
         self._queue = queue
         self._activator = activator
         self._metrics = metrics
         self._reporter = reporter
         self._names = frozenset(scheduler_names)
+
+    def select(self, state: CycleState, pod: Pod) -> Selection:
+        """PreFilter, then the node for ``pod`` (see the module's docstring); nothing is held
+        for the pod itself (PreFilter of a gang member may claim room for its gang)."""
+        status = self._fw.run_pre_filter(state, pod)
+        if not status.ok:
+            return Selection(None, status)
+        claimed = self._claimed_node(state, pod)
+        if claimed:
+            return Selection(claimed, status)
+        choice = self._placer.choose(state, pod)
+        if choice.node is None:
+            why = Status(Code.UNSCHEDULABLE, (choice.summary(),), "Filter")
+            return Selection(None, why, choice.failures)
+        return Selection(choice.node, status)
+
+    def _claimed_node(self, state: CycleState, pod: Pod) -> str:
+        """The node a gang claimed for ``pod``, if it still passes Filter."""
+        claimed = self._cache.claimed_node(pod.key)
+        info = self._cache.node(claimed) if claimed else None
+        if info is None or not self._fw.run_filter(state, pod, info).ok:
+            return ""
+        return claimed
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str, *,
                 popped: bool) -> Status:

@@ -169,8 +169,8 @@ class Scheduler:
         self._runner.attach(self.framework, self.placer)
         self.event_plugins += [p for p in self.framework.instances.values()
                                if isinstance(p, ClusterEventsPlugin)]
-        self.cycles = Cycles(self.framework, self.cache, self.queue, self.activator,
-                             self.metrics, reporter, config.scheduler_names)
+        self.cycles = Cycles(self.framework, self.cache, self.placer, self.queue,
+                             self.activator, self.metrics, reporter, config.scheduler_names)
 
     def _build_framework(self, registry: Registry) -> Framework:
         """Every plugin the profile names, built with the roles of :class:`Handle`."""
@@ -235,28 +235,22 @@ class Scheduler:
         return result
 
     def _cycle(self, pod: Pod) -> CycleResult:
-        fw = self.framework
         state = CycleState()
-        status = fw.run_pre_filter(state, pod)
-        if not status.ok:
-            self._fail(pod, status, status.message)
-            return CycleResult(pod.key, status)
-        node_name = self._claimed_node(state, pod)
-        if not node_name:
-            choice = self.placer.choose(state, pod)
-            if choice.node is None:
-                message = choice.summary()
-                post = fw.run_post_filter(state, pod, choice.failures)
+        selected = self.cycles.select(state, pod)
+        if selected.node is None:
+            status = selected.status
+            if selected.failures is not None:  # no node fits: PostFilter may preempt
+                message = status.message
+                post = self.framework.run_post_filter(state, pod, selected.failures)
                 if post.reasons:
                     message = f"{message} {post.message}."
                 status = Status(Code.UNSCHEDULABLE, (message,), "Filter")
-                self._fail(pod, status, message)
-                return CycleResult(pod.key, status)
-            node_name = choice.node
-        status = self.cycles.reserve(state, pod, node_name, popped=True)
+            self._fail(pod, status, status.message)
+            return CycleResult(pod.key, status)
+        status = self.cycles.reserve(state, pod, selected.node, popped=True)
         if status.ok:
-            status = self._permit(state, pod, node_name)
-        return CycleResult(pod.key, status, node_name)
+            status = self._permit(state, pod, selected.node)
+        return CycleResult(pod.key, status, selected.node)
 
     def _permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         status = self.cycles.permit(state, pod, node_name)
@@ -268,15 +262,6 @@ class Scheduler:
         else:
             self._pool.submit(self.cycles.bind, state, pod, node_name)
         return status
-
-    def _claimed_node(self, state: CycleState, pod: Pod) -> str:
-        """The node a gang claimed for ``pod``, if it still passes Filter: the pod goes
-        there without scoring, as kube-scheduler tries a nominated node first."""
-        claimed = self.cache.claimed_node(pod.key)
-        info = self.cache.node(claimed) if claimed else None
-        if info is None or not self.framework.run_filter(state, pod, info).ok:
-            return ""
-        return claimed
 
     def enqueue(self, pod: Pod) -> None:
         """A pending pod (new, or a new record of it) enters the queue. A new one that a

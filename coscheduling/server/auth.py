@@ -20,7 +20,8 @@ from coscheduling.server.wire import RequestError
 
 READ_ONLY_RPCS = frozenset({"Less", "Filter", "Score", "GetPodGroup", "WatchDecisions",
                             "Simulate"})
-MUTATING_RPCS = frozenset({"PreFilter", "Reserve", "Unreserve", "Permit", "PostBind"})
+MUTATING_RPCS = frozenset({"PreFilter", "Reserve", "Unreserve", "Permit", "PostBind",
+                           "Schedule"})
 LEADER_ONLY_RPCS = MUTATING_RPCS | {"Simulate"}
 """Calls only the leader answers: those that change state, and the what-if (a standby's
 cache has none of the leader's claims or waiting gangs, so its answer would be wrong)."""

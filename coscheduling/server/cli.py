@@ -42,7 +42,7 @@ RPC_NAMES = {
     "reserve": "Reserve", "unreserve": "Unreserve", "permit": "Permit",
     "postbind": "PostBind", "watch": "WatchDecisions", "watchdecisions": "WatchDecisions",
     "podgroup": "GetPodGroup", "getpodgroup": "GetPodGroup", "health": "Health",
-    "simulate": "Simulate", "whatif": "Simulate",
+    "simulate": "Simulate", "whatif": "Simulate", "schedule": "Schedule",
 }
 
 
@@ -316,6 +316,7 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "Unreserve": _pod_node(pb.UnreserveRequest),
     "Permit": _pod_node(pb.PermitRequest),
     "PostBind": _pod_node(pb.PostBindRequest),
+    "Schedule": lambda a: pb.ScheduleRequest(pod=_one_pod(a)),
     "WatchDecisions": _watch,
     "GetPodGroup": lambda a: pb.GetPodGroupRequest(group=_group(a, required=True)),
     "Simulate": lambda a: pb.SimulateRequest(manifest=_manifest(a), namespace=a.namespace),

@@ -151,25 +151,40 @@ def _decoder(message_class: Any) -> Callable[[bytes], Any]:
     return decode
 
 
-def _abort(context: Any, method: str, err: Exception) -> NoReturn:
-    """End the call with the status ``err`` calls for (context.abort raises)."""
+def failure(method: str, err: Exception) -> tuple[grpc.StatusCode, str]:
+    """The status a call that raised ``err`` ends with: the request's fault as the
+    RequestError says (logged at debug), anything else INTERNAL (logged with its trace)."""
     if isinstance(err, RequestError):
         log.debug("%s: %s: %s", method, err.code.name, shown(str(err)))
         message = str(err)  # whatever a message echoes, the status stays small
-        context.abort(err.code, message if len(message) <= MAX_STATUS else
-                      f"{message[:MAX_STATUS]}... (cut short)")
-    else:
-        log.error("%s failed", method, exc_info=err)
-        context.abort(grpc.StatusCode.INTERNAL,
-                      f"{method}: internal error: {type(err).__name__}: {err}")
+        return err.code, (message if len(message) <= MAX_STATUS else
+                          f"{message[:MAX_STATUS]}... (cut short)")
+    log.error("%s failed", method, exc_info=err)
+    return grpc.StatusCode.INTERNAL, f"{method}: internal error: {type(err).__name__}: {err}"
+
+
+def _abort(context: Any, method: str, err: Exception) -> NoReturn:
+    """End the call with the status ``err`` calls for (context.abort raises)."""
+    context.abort(*failure(method, err))
     raise AssertionError("grpc's context.abort returned")
 
 
-def _guard(method: Any, behavior: Callable[..., Any], authorizer: Authorizer,
-           leadership: Leadership) -> Callable[..., Any]:
-    """The caller's right to the call is checked first, then that this replica may act (a
-    call that changes state goes to the leader only); every failure of one call becomes
-    that call's status; the server never dies of it."""
+@dataclass(frozen=True)
+class Rpc:
+    """One RPC of the service as any server runs it: the servicer's method, the checks
+    every call passes first, and its codecs."""
+
+    method: Any  # its MethodDescriptor
+    behavior: Callable[..., Any]
+    check: Callable[[Any, Any], None]
+    decode: Callable[[bytes], Any]
+    encode: Callable[[Any], bytes]
+
+
+def _checks(method: Any, authorizer: Authorizer,
+            leadership: Leadership) -> Callable[[Any, Any], None]:
+    """The caller's right to the call first, then that this replica may act (a call that
+    changes state goes to the leader only), then that the request could be read."""
     name = method.name
     request_name = method.input_type.full_name
     leader_only = name in LEADER_ONLY_RPCS
@@ -181,7 +196,24 @@ def _guard(method: Any, behavior: Callable[..., Any], authorizer: Authorizer,
         if isinstance(request, _Undecodable):
             raise invalid("request", f"not a valid {request_name} message: {request.error}")
 
-    if method.server_streaming:
+    return check
+
+
+def service_rpcs(servicer: SchedulingServicer, authorizer: Authorizer,
+                 leadership: Leadership) -> list[Rpc]:
+    """Every RPC in the service descriptor (a method the servicer lacks fails here)."""
+    return [Rpc(method, getattr(servicer, method.name),
+                _checks(method, authorizer, leadership),
+                _decoder(getattr(pb, method.input_type.name)),
+                getattr(pb, method.output_type.name).SerializeToString)
+            for method in pb.DESCRIPTOR.services_by_name["Scheduling"].methods]
+
+
+def _guard(rpc: Rpc) -> Callable[..., Any]:
+    """The handler grpc's thread pool runs: checks, then the servicer; every failure of one
+    call becomes that call's status; the server never dies of it."""
+    name, check, behavior = rpc.method.name, rpc.check, rpc.behavior
+    if rpc.method.server_streaming:
         def stream(request: Any, context: Any) -> Iterator[Any]:
             try:
                 check(request, context)
@@ -201,18 +233,13 @@ def _guard(method: Any, behavior: Callable[..., Any], authorizer: Authorizer,
 
 def _method_handlers(servicer: SchedulingServicer, authorizer: Authorizer,
                      leadership: Leadership) -> dict[str, Any]:
-    """One handler per RPC in the service descriptor (a missing method fails here)."""
+    """One handler per RPC."""
     handlers = {}
-    for method in pb.DESCRIPTOR.services_by_name["Scheduling"].methods:
-        request_class = getattr(pb, method.input_type.name)
-        response_class = getattr(pb, method.output_type.name)
-        make = (grpc.unary_stream_rpc_method_handler if method.server_streaming
+    for rpc in service_rpcs(servicer, authorizer, leadership):
+        make = (grpc.unary_stream_rpc_method_handler if rpc.method.server_streaming
                 else grpc.unary_unary_rpc_method_handler)
-        handlers[method.name] = make(
-            _guard(method, getattr(servicer, method.name), authorizer, leadership),
-            request_deserializer=_decoder(request_class),
-            response_serializer=response_class.SerializeToString,
-        )
+        handlers[rpc.method.name] = make(_guard(rpc), request_deserializer=rpc.decode,
+                                         response_serializer=rpc.encode)
     return handlers
 
 
@@ -343,6 +370,15 @@ def _address_in_use(address: str) -> str:
     return ""
 
 
+def server_options(settings: GrpcSettings) -> Sequence[tuple[str, int]]:
+    """The channel arguments of the listening side: no port sharing, the message limits."""
+    return [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+    ]
+
+
 def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
                  settings: GrpcSettings | None = None,
                  leadership: Leadership | None = None) -> PluginServer:
@@ -357,15 +393,10 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
     if busy:
         raise RuntimeError(f"cannot listen on {settings.address}: {busy} (is another server "
                            "using the port?)")
-    options: Sequence[tuple[str, int]] = [
-        ("grpc.so_reuseport", 0),
-        ("grpc.max_send_message_length", settings.max_message_bytes),
-        ("grpc.max_receive_message_length", settings.max_message_bytes),
-    ]
     executor = futures.ThreadPoolExecutor(settings.max_workers, thread_name_prefix="grpc")
     # Calls beyond the workers wait in grpc's queue; beyond this many in all they are
     # refused (RESOURCE_EXHAUSTED) instead of piling up without bound.
-    server = grpc.server(executor, options=options,
+    server = grpc.server(executor, options=server_options(settings),
                          maximum_concurrent_rpcs=settings.max_concurrent_rpcs)
     authorizer = settings.authorizer()
     servicer = SchedulingServicer(scheduler, settings.max_streams,

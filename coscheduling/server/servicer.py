@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -121,27 +121,12 @@ class SchedulingServicer:
         with self._lock:
             pod = arg.resolve(self._s, watched=True)
             node = resolve_node(self._s, request.node_name, "node_name")
-            held = self._cycles.get(pod.key)
-            if held is not None and held.pod.uid != pod.uid:
-                self._unreserve(held, f"pod {pod.key} was replaced")  # a stale reservation
-            elif held is not None and held.node_name == node.name:
+            held = self._held(pod, node.name)
+            if held is not None:
                 held.touched = self._cycles.clock()
                 return pb.ReserveResponse(status=status_pb(SUCCESS))  # a retried Reserve
-            elif held is not None:
-                raise precondition("pod", f"pod {pod.key} is reserved on node "
-                                          f"{held.node_name}: Unreserve it first")
-            if pod.node_name:
-                raise precondition("pod", f"pod {pod.key} is bound to node {pod.node_name}")
-            if pod.deleting:
-                raise precondition("pod", f"pod {pod.key} is being deleted")
-            if self._s.cache.is_assumed(pod.key):
-                raise precondition("pod", f"pod {pod.key} is assumed on node "
-                                          f"{self._s.cache.assumed_node(pod.key)} by the "
-                                          "scheduler's own loop")
             cycle = RemoteCycle(pod, node.name, touched=self._cycles.clock())
-            status = self._s.cycles.reserve(cycle.state, pod, node.name, popped=False)
-            if status.ok:
-                self._cycles.add(cycle)
+            status = self._reserve(cycle)
         return pb.ReserveResponse(status=status_pb(status))
 
     def Permit(self, request: Any, context: Any) -> pb.PermitResponse:
@@ -149,26 +134,74 @@ class SchedulingServicer:
         node = node_name(request)
         with self._lock:
             cycle = self._reserved(arg.resolve(self._s, watched=True), node)
-            pod = cycle.pod  # as in the loop: the record the cycle started with
             if cycle.permit is not None:
-                raise precondition("pod", f"Permit was already called for pod {pod.key} "
+                raise precondition("pod", f"Permit was already called for pod {cycle.pod.key} "
                                           f"(it answered {cycle.permit.code.name})")
-            status = self._s.cycles.permit(cycle.state, pod, node)
-            cycle.permit = status
-            cycle.touched = self._cycles.clock()
-            timeout = 0.0
-            waiting = self._s.waiting_pods.get(pod.key)
-            if status.code == Code.WAIT and waiting is not None:
-                timeout = max(0.0, waiting.deadline - waiting.since)
-        response = pb.PermitResponse(status=status_pb(status))
-        if status.code == Code.WAIT:
-            response.wait.timeout_seconds = timeout
-            response.wait.reason = status.message
-        elif status.ok:
-            response.allow.SetInParent()
-        else:
-            response.unschedulable.reason = status.message
-        return response
+            status, timeout = self._permit(cycle)
+        return _verdict(pb.PermitResponse(), status, timeout)
+
+    def Schedule(self, request: Any, context: Any) -> pb.ScheduleResponse:
+        """The loop's own cycle (Cycles.select, then Reserve and Permit as those RPCs run
+        them) in one call; a pod that cannot be placed keeps nothing: a Permit that refuses
+        it is undone at once, as Unreserve would."""
+        arg = read_pod(request, "pod")
+        with self._lock:
+            pod = arg.resolve(self._s, watched=True)
+            self._held(pod, None)
+            state = CycleState()
+            selected = self._s.cycles.select(state, pod)
+            if selected.node is None:
+                return _refused(selected.status, selected.failures)
+            cycle = RemoteCycle(pod, selected.node, state, touched=self._cycles.clock())
+            status, timeout = self._reserve(cycle), 0.0
+            if status.ok:
+                status, timeout = self._permit(cycle)
+                if not status.ok and status.code != Code.WAIT:
+                    self._unreserve(cycle, status.message)
+            if not status.ok and status.code != Code.WAIT:
+                return _refused(status)
+        return _verdict(pb.ScheduleResponse(node_name=cycle.node_name), status, timeout)
+
+    def _held(self, pod: Pod, node: str | None) -> RemoteCycle | None:
+        """Whether ``pod`` may be reserved (under the cache lock): its own reservation on
+        ``node`` is returned (a retried call); a replaced pod's is undone; any other, and a
+        bound, deleted or loop-assumed pod, is refused naming why."""
+        held = self._cycles.get(pod.key)
+        if held is not None and held.pod.uid != pod.uid:
+            self._unreserve(held, f"pod {pod.key} was replaced")  # a stale reservation
+        elif held is not None and held.node_name == node:
+            return held
+        elif held is not None:
+            raise precondition("pod", f"pod {pod.key} is reserved on node "
+                                      f"{held.node_name}: Unreserve it first")
+        if pod.node_name:
+            raise precondition("pod", f"pod {pod.key} is bound to node {pod.node_name}")
+        if pod.deleting:
+            raise precondition("pod", f"pod {pod.key} is being deleted")
+        if self._s.cache.is_assumed(pod.key):
+            raise precondition("pod", f"pod {pod.key} is assumed on node "
+                                      f"{self._s.cache.assumed_node(pod.key)} by the "
+                                      "scheduler's own loop")
+        return None
+
+    def _reserve(self, cycle: RemoteCycle) -> Status:
+        """Reserve as the loop does; the cycle is kept when it succeeded (a failed Reserve
+        undid itself)."""
+        status = self._s.cycles.reserve(cycle.state, cycle.pod, cycle.node_name, popped=False)
+        if status.ok:
+            self._cycles.add(cycle)
+        return status
+
+    def _permit(self, cycle: RemoteCycle) -> tuple[Status, float]:
+        """Permit for a reserved cycle, recorded in it; with how long a Wait may last."""
+        pod = cycle.pod  # as in the loop: the record the cycle started with
+        status = self._s.cycles.permit(cycle.state, pod, cycle.node_name)
+        cycle.permit = status
+        cycle.touched = self._cycles.clock()
+        waiting = self._s.waiting_pods.get(pod.key)
+        if status.code != Code.WAIT or waiting is None:
+            return status, 0.0
+        return status, max(0.0, waiting.deadline - waiting.since)
 
     def Unreserve(self, request: Any, context: Any) -> pb.UnreserveResponse:
         # By key only: the pod may have left the watch cache (deleted) since Reserve.
@@ -383,6 +416,31 @@ class SchedulingServicer:
                 cycle = self._cycles.get(key)
                 if cycle is not None:
                     self._unreserve(cycle, STOPPED_REASON)
+
+
+Verdict = TypeVar("Verdict", pb.PermitResponse, pb.ScheduleResponse)
+
+
+def _verdict(response: Verdict, status: Status, timeout: float) -> Verdict:
+    """Permit's answer into ``response`` (a PermitResponse or ScheduleResponse): its status,
+    and allow, wait (with its timeout) or unschedulable."""
+    response.status.CopyFrom(status_pb(status))
+    if status.code == Code.WAIT:
+        response.wait.timeout_seconds = timeout
+        response.wait.reason = status.message
+    elif status.ok:
+        response.allow.SetInParent()
+    else:
+        response.unschedulable.reason = status.message
+    return response
+
+
+def _refused(status: Status, failures: Mapping[str, Status] | None = None,
+             ) -> pb.ScheduleResponse:
+    """A Schedule that placed nothing: why, and each node's Filter status if none fit."""
+    nodes = [pb.NodeStatus(node_name=name, status=status_pb(failed))
+             for name, failed in (failures or {}).items()]
+    return _verdict(pb.ScheduleResponse(nodes=nodes), status, 0.0)
 
 
 def _allowed(cycle: RemoteCycle) -> bool:

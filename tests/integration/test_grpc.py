@@ -269,6 +269,52 @@ def test_gang_rejected_on_timeout_through_the_stream(kube: KubeClient, make_node
         stream.close()
 
 
+def test_a_gang_scheduled_with_one_call_per_member(kube: KubeClient, make_node: Any,
+                                                   served: Served) -> None:
+    """Schedule: the server chooses each member's node, reserves it and runs Permit; the
+    caller binds. A pod no node fits gets each node's reasons and holds nothing."""
+    s, ns = served, served.namespace
+    big, small = node_name("sched-big"), node_name("sched-small")
+    make_node(big, cpu="4")
+    make_node(small, cpu="1")
+    create_podgroup(kube, ns, "gang", 3)
+    for i in range(3):
+        pod(kube, s, f"s-{i}", group="gang")
+    pod(kube, s, "huge", cpu="64")
+    wait_cached(s, pods=["s-0", "s-1", "s-2", "huge"], nodes=[big, small], groups=["gang"])
+    stream = DecisionStream(s, group="gang")
+    try:
+        placed: dict[str, str] = {}
+        for i in range(3):
+            answer = s.stub.Schedule(pb.ScheduleRequest(pod=s.ref(f"s-{i}")))
+            assert answer.WhichOneof("result") == ("wait" if i < 2 else "allow"), answer
+            assert answer.node_name in (big, small), answer
+            assert s.scheduler.cache.assumed_node(f"{ns}/s-{i}") == answer.node_name
+            placed[f"s-{i}"] = answer.node_name
+        decisions = stream.take(2)  # the waiting members, released with the third
+        assert sorted(d.pod.name for d in decisions) == ["s-0", "s-1"]
+        assert all(d.allowed and d.node_name == placed[d.pod.name] for d in decisions)
+        for name, node in placed.items():
+            uid = s.scheduler.cache.pod(f"{ns}/{name}").uid  # type: ignore[union-attr]
+            kube.bind(ns, name, uid, node)
+            s.stub.PostBind(pb.PostBindRequest(pod=s.ref(name), node_name=node))
+        wait_until(lambda: all(s.scheduler.cache.pod(f"{ns}/{n}").node_name  # type: ignore[union-attr]
+                               for n in placed), timeout=20, what="the watch to see the binds")
+
+        answer = s.stub.Schedule(pb.ScheduleRequest(pod=s.ref("huge")))
+        assert (answer.WhichOneof("result"), answer.node_name) == ("unschedulable", "")
+        assert answer.status.plugin == "Filter" and "nodes are available" in \
+            answer.unschedulable.reason
+        reasons = {n.node_name: list(n.status.reasons) for n in answer.nodes}
+        assert reasons[big] == reasons[small] == ["Insufficient cpu"], reasons
+        assert not s.scheduler.cache.is_assumed(f"{ns}/huge")
+        assert not s.stub.Unreserve(pb.UnreserveRequest(pod=s.ref("huge"), node_name=big)) \
+            .unreserved
+    finally:
+        stream.close()
+    s.sched.watcher.check_settled()
+
+
 # -- the same answers as in process -------------------------------------------------------
 def _status(status: Any) -> tuple[int, tuple[str, ...], str]:
     return int(status.code), tuple(status.reasons), status.plugin
@@ -421,6 +467,11 @@ def test_bad_requests_get_the_right_code_naming_the_field(kube: KubeClient, make
         ("no namespace in the JSON", lambda: s.stub.Filter(pb.FilterRequest(
             pod=json_pod({"metadata": {"name": "x"}}))),
          grpc.StatusCode.INVALID_ARGUMENT, "pod.pod_json.metadata.namespace: required"),
+        ("Schedule without a pod", lambda: s.stub.Schedule(pb.ScheduleRequest()),
+         grpc.StatusCode.INVALID_ARGUMENT, "pod: required"),
+        ("unwatched JSON pod to Schedule", lambda: s.stub.Schedule(pb.ScheduleRequest(
+            pod=json_pod({"metadata": good_meta}))),
+         grpc.StatusCode.NOT_FOUND, f"pod.pod_json: pod {ns}/x is not in the server's watch"),
         ("no node", lambda: s.stub.Reserve(pb.ReserveRequest(pod=ok)),
          grpc.StatusCode.INVALID_ARGUMENT, "node_name: required"),
         ("no group", lambda: s.stub.GetPodGroup(pb.GetPodGroupRequest()),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,8 +15,8 @@ from typing import Any
 import grpc
 import pytest
 
-from coscheduling.framework.status import Code
-from coscheduling.server import GrpcSettings, PluginServer, build_server
+from coscheduling.framework.status import Code, Status
+from coscheduling.server import GrpcSettings, PluginServer, build_server, polling
 from coscheduling.server.cli import RPC_NAMES, _rpc_name
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc
@@ -69,6 +70,31 @@ def test_pod_json_is_parsed_as_the_watch_parses_it() -> None:
             {"name": "c", "resources": {"requests": {"cpu": "250m"}}}]}}).encode(), "pod")
     assert (pod.key, pod.uid, pod.group_key, pod.priority, pod.requests["cpu"]) == \
         ("n/a", "u", "n/g", 5, 250)
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (None, "-event_engine_listener,-event_engine_client"),
+    ("", "-event_engine_listener,-event_engine_client"),
+    ("event_engine_listener", "event_engine_listener,-event_engine_client"),  # theirs wins
+    ("-event_engine_client,other", "-event_engine_client,other,-event_engine_listener"),
+])
+def test_grpc_polls_inline_unless_the_environment_says_otherwise(
+        before: str | None, after: str) -> None:
+    environ = {} if before is None else {polling.VARIABLE: before}
+    polling.poll_inline(environ)
+    assert environ == {polling.VARIABLE: after}
+
+
+def test_the_pinned_grpc_knows_the_experiments_turned_off() -> None:
+    """grpc logs an error for an experiment it does not know (and ignores it): a grpcio
+    upgrade that drops them must show here, not as a quiet loss of latency."""
+    serve = ("import coscheduling.server, grpc, concurrent.futures as f; "
+             "s = grpc.server(f.ThreadPoolExecutor(1)); s.add_insecure_port('127.0.0.1:0'); "
+             "s.start(); s.stop(0).wait()")
+    env = {k: v for k, v in os.environ.items() if k != polling.VARIABLE}
+    done = subprocess.run([sys.executable, "-c", serve], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert "experiment" not in done.stderr.lower(), done.stderr
 
 
 def test_call_accepts_rpc_names_in_any_case() -> None:
@@ -222,3 +248,124 @@ def test_decision_streams_are_capped_and_end_at_shutdown(sim: SimCluster) -> Non
         stopped = srv.stop(10)
         assert list(first) == [] and first.code() == grpc.StatusCode.OK  # ended, not cut
         assert stopped.wait(5)
+
+
+# -- Schedule: the whole cycle in one call ---------------------------------------------------
+
+
+def _held(sim: SimCluster, key: str) -> tuple[str | None, int]:
+    """What the scheduler holds for a pod: the node it is assumed on, and requested cpu
+    (millicores) on every node together."""
+    cpu = sum(info.requested.get("cpu", 0) for info in sim.scheduler.cache.nodes())
+    return sim.scheduler.cache.assumed_node(key) if sim.scheduler.cache.is_assumed(key) \
+        else None, cpu
+
+
+INSUFFICIENT = [("n1", ["Insufficient cpu"]), ("n2", ["Insufficient cpu"])]
+
+
+@pytest.mark.parametrize(("pods", "calls"), [
+    # Pods to create (name, cpu, group; group g has minMember 2, nodes n1 and n2 have 2 and
+    # 4 cpu), then each Schedule call in order: the pod, then what it answers: result,
+    # node ("" when nothing is held), the deciding status' plugin and a fragment of its
+    # reasons, and each node's Filter status when no node fits.
+    ([("p", "1", "")], [("p", "allow", "n2", "", "", [])]),  # the emptier node scores best
+    ([("a", "1", "g"), ("b", "1", "g")],
+     [("a", "wait", "n2", "Coscheduling", "1/2", []), ("b", "allow", "n2", "", "", [])]),
+    ([("a", "1", "g")], [("a", "unschedulable", "", "Coscheduling", "", [])]),  # 1 of 2 exist
+    ([("big", "16", "")], [("big", "unschedulable", "", "Filter",
+                            "0/2 nodes are available: 2 Insufficient cpu", INSUFFICIENT)]),
+])
+def test_schedule_runs_the_loops_cycle_and_holds_nothing_on_failure(
+        sim: SimCluster, stub: Any, pods: list[tuple[str, str, str]],
+        calls: list[tuple[str, str, str, str, str, list[Any]]]) -> None:
+    sim.add_node("n1", cpu="2")
+    sim.add_node("n2", cpu="4")
+    sim.add_group("g", 2)
+    for name, cpu, group in pods:
+        sim.add_pod(name, cpu=cpu, group=group)
+    for name, result, node, plugin, reason, nodes in calls:
+        answer = stub.Schedule(pb.ScheduleRequest(pod=ref(name)))
+        assert (answer.WhichOneof("result"), answer.node_name) == (result, node), answer
+        assert answer.status.plugin == plugin and reason in " ".join(answer.status.reasons)
+        assert [(n.node_name, list(n.status.reasons)) for n in answer.nodes] == nodes
+        assert _held(sim, f"ns/{name}")[0] == (node or None)  # reserved there, or nothing
+        if result == "wait":
+            assert answer.wait.timeout_seconds > 0 and answer.wait.reason
+        elif result == "unschedulable":
+            assert answer.unschedulable.reason == ", ".join(answer.status.reasons)
+            assert _held(sim, f"ns/{name}") == (None, 0)
+    last, result, node = calls[-1][:3]
+    if result == "allow":  # the caller binds, then PostBind ends the cycle
+        stub.PostBind(pb.PostBindRequest(pod=ref(last), node_name=node))
+
+
+@pytest.mark.parametrize(("step", "refusal"), [("run_reserve", "Reserve"),
+                                               ("run_permit", "Permit")])
+def test_a_refused_reserve_or_permit_leaves_nothing_held(
+        sim: SimCluster, stub: Any, monkeypatch: pytest.MonkeyPatch, step: str,
+        refusal: str) -> None:
+    sim.add_node("n1", cpu="4")
+    sim.add_pod("p")
+    refuse = Status(Code.UNSCHEDULABLE, (f"{refusal} refused",), "Test")
+    monkeypatch.setattr(sim.scheduler.framework, step, lambda *args: refuse)
+    answer = stub.Schedule(pb.ScheduleRequest(pod=ref("p")))
+    assert answer.WhichOneof("result") == "unschedulable" and answer.node_name == ""
+    assert (answer.unschedulable.reason, answer.status.plugin) == (f"{refusal} refused", "Test")
+    assert _held(sim, "ns/p") == (None, 0)
+    monkeypatch.undo()  # nothing was left behind that would stop the next attempt
+    assert stub.Schedule(pb.ScheduleRequest(pod=ref("p"))).WhichOneof("result") == "allow"
+
+
+def test_schedule_refuses_what_reserve_refuses(sim: SimCluster, stub: Any) -> None:
+    sim.add_node("n1")
+    sim.add_pod("p")
+    sim.add_pod("q")
+    assert stub.Reserve(pb.ReserveRequest(pod=ref("p"), node_name="n1")).status.code == 0
+    with sim.scheduler.cache.lock:
+        sim.scheduler.cache.assume(sim.scheduler.cache.pod("ns/q"), "n1")  # type: ignore[arg-type]
+    cases: list[tuple[Any, grpc.StatusCode, str]] = [
+        (pb.ScheduleRequest(), grpc.StatusCode.INVALID_ARGUMENT,
+         "pod: required: set pod_json or key"),
+        (pb.ScheduleRequest(pod=pb.PodRef(pod_json=b"{")), grpc.StatusCode.INVALID_ARGUMENT,
+         "pod.pod_json: not valid JSON"),
+        (pb.ScheduleRequest(pod=ref("nope")), grpc.StatusCode.NOT_FOUND,
+         "pod.key: pod ns/nope is not in the server's watch cache"),
+        (pb.ScheduleRequest(pod=ref("p")), grpc.StatusCode.FAILED_PRECONDITION,
+         "pod: pod ns/p is reserved on node n1: Unreserve it first"),
+        (pb.ScheduleRequest(pod=ref("q")), grpc.StatusCode.FAILED_PRECONDITION,
+         "pod: pod ns/q is assumed on node n1 by the scheduler's own loop"),
+    ]
+    for request, code, message in cases:
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Schedule(request)
+        assert err.value.code() == code and err.value.details().startswith(message), message
+    assert sim.scheduler.cache.assumed_node("ns/p") == "n1"  # the reservation is untouched
+
+
+class Standby:
+    """A replica that does not hold the lease."""
+
+    def leading(self) -> bool:
+        return False
+
+    def leader(self) -> str:
+        return "replica-a"
+
+
+def test_a_standby_refuses_schedule_and_holds_nothing(sim: SimCluster) -> None:
+    sim.add_node("n1")
+    sim.add_pod("p")
+    srv = build_server(sim.scheduler, lambda: True, GrpcSettings(address="127.0.0.1:0"),
+                       Standby())
+    srv.start()
+    try:
+        with grpc.insecure_channel(srv.address) as channel:
+            stub = pb_grpc.SchedulingStub(channel)  # type: ignore[no-untyped-call]
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Schedule(pb.ScheduleRequest(pod=ref("p")))
+    finally:
+        srv.stop(0).wait(10)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "not the leader; the leader is replica-a" in err.value.details()
+    assert _held(sim, "ns/p") == (None, 0)

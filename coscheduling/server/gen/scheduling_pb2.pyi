@@ -226,6 +226,28 @@ class PostBindResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class ScheduleRequest(_message.Message):
+    __slots__ = ("pod",)
+    POD_FIELD_NUMBER: _ClassVar[int]
+    pod: PodRef
+    def __init__(self, pod: _Optional[_Union[PodRef, _Mapping]] = ...) -> None: ...
+
+class ScheduleResponse(_message.Message):
+    __slots__ = ("node_name", "allow", "wait", "unschedulable", "status", "nodes")
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    node_name: str
+    allow: PermitResponse.Allow
+    wait: PermitResponse.Wait
+    unschedulable: PermitResponse.Unschedulable
+    status: Status
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeStatus]
+    def __init__(self, node_name: _Optional[str] = ..., allow: _Optional[_Union[PermitResponse.Allow, _Mapping]] = ..., wait: _Optional[_Union[PermitResponse.Wait, _Mapping]] = ..., unschedulable: _Optional[_Union[PermitResponse.Unschedulable, _Mapping]] = ..., status: _Optional[_Union[Status, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ...) -> None: ...
+
 class WatchDecisionsRequest(_message.Message):
     __slots__ = ("group",)
     GROUP_FIELD_NUMBER: _ClassVar[int]

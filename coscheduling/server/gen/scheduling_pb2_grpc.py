@@ -82,6 +82,11 @@ class SchedulingStub:
                 request_serializer=coscheduling_dot_v1_dot_scheduling__pb2.WatchDecisionsRequest.SerializeToString,
                 response_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.Decision.FromString,
                 _registered_method=True)
+        self.Schedule = channel.unary_unary(
+                '/coscheduling.v1.Scheduling/Schedule',
+                request_serializer=coscheduling_dot_v1_dot_scheduling__pb2.ScheduleRequest.SerializeToString,
+                response_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.ScheduleResponse.FromString,
+                _registered_method=True)
         self.GetPodGroup = channel.unary_unary(
                 '/coscheduling.v1.Scheduling/GetPodGroup',
                 request_serializer=coscheduling_dot_v1_dot_scheduling__pb2.GetPodGroupRequest.SerializeToString,
@@ -170,6 +175,19 @@ class SchedulingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Schedule(self, request, context):
+        """The whole cycle of the watched pod in one call, as the scheduling loop runs it:
+        PreFilter, the node its gang claimed for it if that still passes Filter (else Filter
+        and Score over the nodes, and the best one), Reserve, Permit. Allow and Wait leave the
+        pod reserved on `node_name`, exactly as Reserve then Permit would (bind it then
+        PostBind; or follow WatchDecisions; Unreserve to give up). When the pod cannot be
+        placed, nothing is held for it: the answer says why (PreFilter's, Reserve's or Permit's
+        status, or each node's Filter status). The same preconditions as Reserve.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetPodGroup(self, request, context):
         """A PodGroup's state as the scheduler sees it.
         """
@@ -234,6 +252,11 @@ def add_SchedulingServicer_to_server(servicer, server):
                     servicer.WatchDecisions,
                     request_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.WatchDecisionsRequest.FromString,
                     response_serializer=coscheduling_dot_v1_dot_scheduling__pb2.Decision.SerializeToString,
+            ),
+            'Schedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.Schedule,
+                    request_deserializer=coscheduling_dot_v1_dot_scheduling__pb2.ScheduleRequest.FromString,
+                    response_serializer=coscheduling_dot_v1_dot_scheduling__pb2.ScheduleResponse.SerializeToString,
             ),
             'GetPodGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.GetPodGroup,
@@ -491,6 +514,33 @@ class Scheduling:
             '/coscheduling.v1.Scheduling/WatchDecisions',
             coscheduling_dot_v1_dot_scheduling__pb2.WatchDecisionsRequest.SerializeToString,
             coscheduling_dot_v1_dot_scheduling__pb2.Decision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Schedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/coscheduling.v1.Scheduling/Schedule',
+            coscheduling_dot_v1_dot_scheduling__pb2.ScheduleRequest.SerializeToString,
+            coscheduling_dot_v1_dot_scheduling__pb2.ScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,
