@@ -76,28 +76,31 @@ class SchedulingQueue:
     def add(self, pod: Pod) -> None:
         """A new pending pod, or a fresh record of one already queued."""
         with self._lock:
-            queued = self._pods.get(pod.key)
+            queued = self._track(pod)
             if queued is not None:
-                queued.pod = pod
-                return
-            queued = QueuedPod(pod, self._sort_key(pod), self._clock())
-            self._pods[pod.key] = queued
-            self._push_active(queued)
+                self._push_active(queued)
 
     def park(self, pod: Pod, reason: str) -> None:
         """A new pending pod that PreEnqueue holds back: tracked as unschedulable without
         an attempt, until an event moves it (a pod already tracked is only refreshed)."""
         with self._lock:
-            queued = self._pods.get(pod.key)
-            if queued is not None:
-                queued.pod = pod
+            queued = self._track(pod)
+            if queued is None:
                 return
-            queued = QueuedPod(pod, self._sort_key(pod), self._clock())
             queued.last_reason = reason
             queued.where = UNSCHEDULABLE
             queued.unschedulable_since = queued.backoff_until = self._clock()
             queued.held = True
-            self._pods[pod.key] = queued
+
+    def _track(self, pod: Pod) -> QueuedPod | None:
+        """The new entry for ``pod``; None when it is tracked already (its record is
+        refreshed)."""
+        queued = self._pods.get(pod.key)
+        if queued is not None:
+            queued.pod = pod
+            return None
+        queued = self._pods[pod.key] = QueuedPod(pod, self._sort_key(pod), self._clock())
+        return queued
 
     def delete(self, key: str) -> None:
         with self._lock:
