@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from bench.fastclient import FastClient
-from bench.workloads import NODE_CPU, NODE_MEMORY, NODE_PODS, POD_CPU, POD_MEMORY
+from bench.workloads import POD_CPU, POD_MEMORY, Shape
 from coscheduling import GROUP_LABEL
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 
@@ -133,10 +133,13 @@ def constrain(body: dict[str, Any], label: str, gang: str, kind: str) -> None:
             "labelSelector": selector}]
 
 
-def node_body(name: str) -> dict[str, Any]:
-    """A Ready node with 8 CPU slots; nothing will ever run on it (no kubelet)."""
+def node_body(name: str, shape: Shape | None = None) -> dict[str, Any]:
+    """A Ready node (8 CPU slots unless `shape` says otherwise); nothing will ever run on
+    it (no kubelet)."""
+    shape = shape or Shape()
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    resources = {"cpu": str(NODE_CPU), "memory": NODE_MEMORY, "pods": str(NODE_PODS)}
+    resources = {"cpu": shape.node_cpu, "memory": shape.node_memory,
+                 "pods": str(shape.node_pods)}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
@@ -152,7 +155,7 @@ def node_body(name: str) -> dict[str, Any]:
     }
 
 
-def create_nodes(kube: FastClient, count: int) -> list[str]:
+def create_nodes(kube: FastClient, count: int, shape: Shape | None = None) -> list[str]:
     """Create `count` nodes in parallel and lift the not-ready taint admission adds.
 
     The TaintNodesByCondition admission plugin taints every new node not-ready; the
@@ -161,7 +164,7 @@ def create_nodes(kube: FastClient, count: int) -> list[str]:
     names = [node_name(i) for i in range(count)]
 
     def make(name: str) -> None:
-        created = kube.post("/api/v1/nodes", node_body(name))
+        created = kube.post("/api/v1/nodes", node_body(name, shape))
         taints = (created.get("spec") or {}).get("taints") or []
         kept = [t for t in taints if t.get("key") != NOT_READY_TAINT]
         if len(kept) != len(taints):

@@ -160,7 +160,13 @@ HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
 # Upstream observes the attempt histogram after binding (Permit wait and Bind included);
 # its scheduling-cycle part is the algorithm histogram (PreFilter, Filter, Score).
 ALGORITHM_HISTOGRAM = "scheduler_scheduling_algorithm_duration_seconds"
+# kube-scheduler's whole-group cycle (GenericWorkload): scheduler_perf's gang attempt time.
+PODGROUP_HISTOGRAM = "scheduler_podgroup_scheduling_attempt_duration_seconds"
+# Its algorithm part: the cycle up to the members' placements, before the PodGroup's status
+# write and the hand-over to the binding cycles.
+PODGROUP_ALGORITHM_HISTOGRAM = "scheduler_podgroup_scheduling_algorithm_duration_seconds"
 _SAMPLE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)')
+_UNLABELLED = re.compile(r'^(\w+)()\s+(\S+)')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -191,6 +197,22 @@ def attempt_buckets(text: str, result: str | None = "scheduled",
         bound = math.inf if labels["le"] in ("+Inf", "Inf") else float(labels["le"])
         buckets[bound] = buckets.get(bound, 0.0) + float(match.group(3))
     return buckets
+
+
+def histogram_totals(text: str, metric: str,
+                     result: str | None = "scheduled") -> tuple[float, float]:
+    """(sum, count) of a histogram's samples with `result` (any, if None), summed over its
+    other labels: an average needs the sum, which the buckets do not keep."""
+    totals = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line) or _UNLABELLED.match(line)
+        if match is None or not match.group(1).startswith(f"{metric}_"):
+            continue
+        part = match.group(1)[len(metric) + 1:]
+        labels = dict(_LABEL.findall(match.group(2) or ""))
+        if part in totals and (result is None or labels.get("result") == result):
+            totals[part] += float(match.group(3))
+    return totals["sum"], totals["count"]
 
 
 def subtract(after: Mapping[float, float], before: Mapping[float, float]) -> dict[float, float]:

@@ -106,6 +106,10 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("gang latency p99 (s)", "gang_latency_p99", "{:.2f}"),
     ("W6: high-priority gang latency p50 (s)", "high_gang_latency_p50", "{:.2f}"),
     ("W6: high-priority gang latency p99 (s)", "high_gang_latency_p99", "{:.2f}"),
+    ("average gang attempt (ms; scheduler_perf's figure, see the terms)",
+     "gang_attempt_avg_ms", "{:.2f}"),
+    ("... native: its algorithm part (ms; no status write)", "gang_algorithm_avg_ms",
+     "{:.2f}"),
     ("scheduling cycle p50 (ms)", "cycle_p50_ms", "{:.2f}"),
     ("scheduling cycle p99 (ms)", "cycle_p99_ms", "{:.2f}"),
     ("unschedulable attempts", "unschedulable_attempts", "{:.0f}"),
@@ -115,6 +119,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("... of which other (status, deletes, ...)", "writes_other", "{:.0f}"),
     ("pod creation time (s)", "creation_seconds", "{:.1f}"),
     ("scheduler peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
+    ("start-up: process start to the probe pod bound (s)", "startup_seconds", "{:.1f}"),
     ("scheduler CPU during the run (s)", "cpu_seconds", "{:.1f}"),
     ("gangs placed (at the end)", "gangs_placed", "{:.0f}"),
     ("partial gangs (ceiling: no gang semantics)", "gangs_partial", "{:.0f}"),
@@ -148,7 +153,8 @@ PAIRS = (("ours-eq", "upstream-eq"), ("ours-eq", "native-eq"), ("ours-eq", "ceil
          ("ours", "upstream"), ("ours", "native"), ("ours", "ceiling"),
          ("ours-base", "ceiling"), ("ours", "ours-base"))
 RATIO_KEYS = ("throughput_whole", "throughput_steady", "gang_latency_p99", "utilization",
-              "high_gang_latency_p99", "peak_rss_mib", "cpu_seconds", "api_writes_total")
+              "high_gang_latency_p99", "peak_rss_mib", "cpu_seconds", "api_writes_total",
+              "gang_attempt_avg_ms", "startup_seconds")
 
 
 def derived(run: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,12 +51,16 @@ from bench.cluster import (
 from bench.fastclient import FastClient
 from bench.observe import (
     ALGORITHM_HISTOGRAM,
+    HISTOGRAM,
+    PODGROUP_ALGORITHM_HISTOGRAM,
+    PODGROUP_HISTOGRAM,
     BindRecorder,
     ProcessMonitor,
     api_writes,
     attempt_buckets,
     fetch_metrics,
     histogram_quantile,
+    histogram_totals,
     sample_process,
     subtract,
     writes_delta,
@@ -75,6 +79,7 @@ from bench.workloads import (
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.config import SchedulerConfig
 from coscheduling.localcluster import Binaries, LocalCluster, ensure_binaries
 from coscheduling.localcluster.build import KUBERNETES_VERSION, binary_dirs
 
@@ -212,7 +217,8 @@ def create_pods(kube: FastClient, workload: Workload, pods: list[str],
 
     def make(name: str) -> None:
         gang = gang_of.get(name)
-        body = pod_body(name, contender.scheduler_name)
+        body = pod_body(name, contender.scheduler_name, cpu=workload.shape.pod_cpu,
+                        memory=workload.shape.pod_memory)
         if workload.devices:
             dra.ask_for_a_device(body)
         if gang:
@@ -344,7 +350,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             create_queues(kube, QUEUE_WEIGHTS)
         started = time.monotonic()
         fast = FastClient(cluster.kubeconfig)
-        create_nodes(fast, workload.nodes)
+        create_nodes(fast, workload.nodes, workload.shape)
         if workload.devices:
             dra.publish(fast, workload.nodes, workload.devices)
         if contender.gangs and members:
@@ -354,23 +360,13 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             f"PodGroups in {time.monotonic() - started:.1f}s; starting the scheduler")
         recorder = BindRecorder(admin_client(cluster.kubeconfig, pool=4), NAMESPACE)
         recorder.start()
+        launched = time.monotonic()
         process = Process(contender.command(cluster.kubeconfig, rundir, workload.stream),
                           rundir / f"{contender.key}.log", rundir, contender.source)
         monitor = ProcessMonitor(process.pid)
         monitor.start()
-        probe_started = time.monotonic()
-        with_retries(lambda: kube.create(
-            f"/api/v1/namespaces/{NAMESPACE}/pods",
-            pod_body(PROBE, contender.scheduler_name, cpu="10m", memory="1Mi")), "probe")
-        while PROBE not in recorder.bound:
-            if not process.alive():
-                raise RuntimeError(f"{contender.key} exited with {process.popen.returncode}; "
-                                   f"see {process.log_path}")
-            if time.monotonic() - probe_started > READY_TIMEOUT:
-                raise TimeoutError(f"{contender.key} did not bind the probe pod in "
-                                   f"{READY_TIMEOUT:.0f}s; see {process.log_path}")
-            recorder.wait(0.2)
-        result["ready_seconds"] = round(time.monotonic() - probe_started, 2)
+        result["ready_seconds"], result["startup_seconds"] = await_probe(
+            kube, contender, process, recorder, launched)
         # The probe leaves: its 10m of CPU would cost a full node one slot (W6, W7).
         kube.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{PROBE}", gracePeriodSeconds=0)
         if profile_to is not None:
@@ -383,7 +379,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         load_before = os.getloadavg()[0]
 
         created: dict[str, float] = {}
-        log(f"{workload.name} / {contender.key}: ready in {result['ready_seconds']}s; "
+        log(f"{workload.name} / {contender.key}: ready in {result['ready_seconds']}s "
+            f"({result['startup_seconds']}s from its start); "
             f"creating {len(order) or 'a stream of'} pods")
         arrivals = w8.schedule(workload.nodes, SLOTS_PER_NODE) if workload.stream else []
         if workload.stream:
@@ -444,6 +441,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             busy - (scheduler_cpu or 0) - (after[1] - before[1]) - (after[3] - before[3]), 1)
         result["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         cycles(result, contender, metrics_before, metrics_after)
+        gang_attempts(result, contender, workload, metrics_before, metrics_after)
         result["notes"] += contender.notes + limitations(workload, contender)
         if recorder.errors:
             result["notes"].append(f"watch errors: {recorder.errors[:3]}")
@@ -462,6 +460,27 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             kube.close()
         cluster.stop()
         shutil.rmtree(rundir / "cluster" / "etcd-data", ignore_errors=True)
+
+
+def await_probe(kube: KubeClient, contender: Contender, process: Process,
+                recorder: BindRecorder, launched: float) -> tuple[float, float]:
+    """Create the probe pod and wait until the scheduler binds it, which it does only once
+    its caches are synced: (seconds from the probe's creation, seconds from the process's
+    start, the start-up time), both to the bind the watch saw."""
+    probe_started = time.monotonic()
+    with_retries(lambda: kube.create(
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+        pod_body(PROBE, contender.scheduler_name, cpu="10m", memory="1Mi")), "probe")
+    while PROBE not in recorder.bound:
+        if not process.alive():
+            raise RuntimeError(f"{contender.key} exited with {process.popen.returncode}; "
+                               f"see {process.log_path}")
+        if time.monotonic() - probe_started > READY_TIMEOUT:
+            raise TimeoutError(f"{contender.key} did not bind the probe pod in "
+                               f"{READY_TIMEOUT:.0f}s; see {process.log_path}")
+        recorder.wait(0.2)
+    bound_at = recorder.bound[PROBE][0]
+    return round(bound_at - probe_started, 2), round(bound_at - launched, 2)
 
 
 def wait_for_binds(workload: Workload, contender: Contender, recorder: BindRecorder,
@@ -596,6 +615,44 @@ def cycles(result: dict[str, Any], contender: Contender, before: str | None,
         result["cycle_source"] = "scheduler_scheduling_attempt_duration_seconds{result=scheduled}"
 
 
+def gang_attempts(result: dict[str, Any], contender: Contender, workload: Workload,
+                  before: str | None, after: str | None) -> None:
+    """Average gang attempt time (scheduler_perf's figure for its gang workloads) and the
+    time spent in attempts that placed nothing, for gang-only workloads.
+
+    Native: kube-scheduler's whole-group cycle, `PODGROUP_HISTOGRAM{result="scheduled"}`
+    sum/count, as scheduler_perf averages it: from popping the group through every
+    member's PreFilter, Filter, Score, assume, Reserve and Permit, and the PodGroup's
+    status PATCH (synchronous, one API round trip), to handing the members to their
+    binding cycles; its algorithm part (`PODGROUP_ALGORITHM_HISTOGRAM`, up to the
+    placements) is kept too. Ours has no whole-group cycle: the first member's PreFilter
+    places and claims every member (admission), then each member runs its own short cycle
+    to its claimed node; status is written in the background. So a gang's attempt is the
+    sum of its members' scheduled cycles (`HISTOGRAM{result="scheduled"}`, pop to Permit)
+    over the gangs placed. Neither span includes binding or the wait at Permit.
+    """
+    if after is None or not workload.gang_sizes or workload.plain_pods or \
+            contender.base not in ("native", "ours"):
+        return
+    native = contender.base == "native"
+
+    def delta(metric: str, outcome: str | None = "scheduled") -> tuple[float, float]:
+        now, then = histogram_totals(after, metric, outcome), \
+            histogram_totals(before or "", metric, outcome)
+        return now[0] - then[0], now[1] - then[1]
+
+    metric = PODGROUP_HISTOGRAM if native else HISTOGRAM
+    seconds, count = delta(metric)
+    gangs = count if native else result.get("gangs_placed") or 0
+    result["gang_attempt_avg_ms"] = round(1000 * seconds / gangs, 3) if gangs else None
+    result["gang_attempt_source"] = f"{metric}{{result=scheduled}}: sum / " + (
+        "count" if native else "gangs placed")
+    result["unschedulable_attempt_seconds"] = round(delta(metric, "unschedulable")[0], 3)
+    if native:
+        seconds, count = delta(PODGROUP_ALGORITHM_HISTOGRAM, None)
+        result["gang_algorithm_avg_ms"] = round(1000 * seconds / count, 3) if count else None
+
+
 def summary(result: dict[str, Any]) -> str:
     def num(key: str, fmt: str = "{:.1f}") -> str:
         value = result.get(key)
@@ -608,6 +665,8 @@ def summary(result: dict[str, Any]) -> str:
     if "gangs_placed" in result:
         text += f", gangs {result['gangs_placed']}/{result['gangs_total']} placed, " \
                 f"{result['gangs_partial']} partial"
+    if result.get("gang_attempt_avg_ms") is not None:
+        text += f", gang attempt {num('gang_attempt_avg_ms', '{:.2f}')} ms"
     return text
 
 
@@ -755,8 +814,8 @@ def describe(contender: Contender) -> str:
                 "(its own: 50/100)")
     return ("`coscheduling run`: the default configuration and profile (kube-scheduler's "
             "default plugins and weights, plus Proportion and DRF), gang timeout 60 s, "
-            f"bindingParallelism 16; {limits} (its own: 200/400; events through a separate "
-            "client with the same limits)")
+            f"bindingParallelism {SchedulerConfig().binding_parallelism}; {limits} (its own: "
+            "200/400; events through a separate client with the same limits)")
 
 
 TERMS = (
@@ -782,7 +841,14 @@ TERMS = (
     "process (/proc). W6 and W7 end after 20 s without a bind or a deletion; W3 after the "
     "60 s gang timeout plus 10 s. Useless evictions: victims whose room nobody used (free "
     "slots at the end beyond those at the start of the storm). Share error: the fraction "
-    "of slots held by a queue beyond its weighted share.",
+    "of slots held by a queue beyond its weighted share. Start-up: the scheduler process "
+    "started (nodes and PodGroups already exist, pods not yet) -> the probe pod bound, "
+    "which needs its caches synced. Average gang attempt (gang-only workloads): native "
+    "`scheduler_podgroup_scheduling_attempt_duration_seconds{result=\"scheduled\"}` "
+    "sum/count, one whole-group cycle (every member's PreFilter, Filter, Score, assume, "
+    "Reserve, Permit; scheduler_perf's \"average gang attempt\"); ours, which has no "
+    "whole-group cycle, the sum of its members' scheduled attempts (the first member's "
+    "admission places and claims all of them) per gang placed. Neither includes binding.",
 )
 
 

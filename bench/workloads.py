@@ -1,15 +1,22 @@
 """The workloads (W1-W4 of issue 7, W5 of issue 14, W6, W7 and trickled arrival of issue
-18), with sizes that a `--scale` factor shrinks for smoke runs.
+18, W8 and W9 of issues 24 and 25, W10 and W11 of issue 28), with sizes that a `--scale`
+factor shrinks for smoke runs. Published figures come from scale 1.
 
 Every pod asks for the same resources, so a node's capacity is a number of pod slots and
 "capacity for about half of the gangs" in W3 is exact arithmetic, not a guess.
+
+W10 is the large-cluster point: 15000 nodes and 50000 pending gang pods (6250 gangs of 8).
+W11-1000, W11-2000 and W11-3000 are kube-scheduler's scheduler_perf gang workloads
+(test/integration/scheduler_perf/podgroup/gangscheduling, 5000Nodes_{1000,2000,3000}Gangs):
+5000 nodes of its default shape (4 cpu, 32Gi, 110 pods), gangs of 3 pods of 100m cpu and
+100Mi; their figure is the average gang attempt time (bench.run.gang_attempts).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 # Node shape: 8 slots of 1 CPU; memory and the pod count never bind first.
 NODE_CPU = 8
@@ -38,6 +45,28 @@ LARGE_EVERY = 40.0
 DEVICES_PER_NODE = 8
 # W7: three queues, the weights of seed 000's example and one more.
 QUEUE_WEIGHTS = (("q-w1", 1), ("q-w2", 2), ("q-w3", 3))
+# W11: scheduler_perf's gang workloads, by their number of gangs.
+PERF_GANGS = (1000, 2000, 3000)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a node offers and what each pod asks for."""
+
+    node_cpu: str = str(NODE_CPU)
+    node_memory: str = NODE_MEMORY
+    node_pods: int = NODE_PODS
+    pod_cpu: str = POD_CPU
+    pod_memory: str = POD_MEMORY
+
+    def describe(self) -> str:
+        return (f"nodes of {self.node_cpu} cpu/{self.node_memory}/{self.node_pods} pods, "
+                f"pods of {self.pod_cpu} cpu/{self.pod_memory}")
+
+
+# scheduler_perf's default node (makeBaseNode) and its gang pod template.
+PERF_SHAPE = Shape(node_cpu="4", node_memory="32Gi", node_pods=110, pod_cpu="100m",
+                   pod_memory="100Mi")
 
 
 @dataclass(frozen=True)
@@ -63,6 +92,7 @@ class Workload:
     # W9: devices each node publishes (DRA); every gang member asks for one (bench.dra).
     devices: int = 0
     settle: float | None = None  # how long a quiet spell ends the run (None: --settle)
+    shape: Shape = field(default_factory=Shape)
 
     def constraint(self, gang_index: int) -> str:
         return self.constraints[gang_index] if self.constraints else ""
@@ -115,6 +145,8 @@ class Workload:
                          f"and gangs of {GANG_SIZES[0]}-{GANG_SIZES[1]} arrive beyond capacity "
                          f"and a gang of {self.slots // 2} every {LARGE_EVERY:.0f} s; pods "
                          "finish after their declared runtime")
+        if self.shape != Shape():
+            parts.append(self.shape.describe())
         if self.trickle:
             parts.append(f"trickled ({TRICKLE_WINDOW} gangs interleaved, "
                          f"{TRICKLE_RATE:.0f} pods/s)")
@@ -132,8 +164,21 @@ def _scaled(value: int, scale: float, minimum: int = 1) -> int:
     return max(minimum, round(value * scale))
 
 
+def large_workloads(scale: float) -> dict[str, Workload]:
+    """W10 and W11-<gangs> (issue 28): the large-cluster point and scheduler_perf's gang
+    workloads, every count multiplied by `scale`."""
+    found = {"W10": Workload("W10", "large cluster: 50000 pending gang pods on 15000 nodes",
+                             _scaled(15000, scale), (8,) * _scaled(6250, scale))}
+    for gangs in PERF_GANGS:
+        name = f"W11-{gangs}"
+        found[name] = Workload(name, f"scheduler_perf's 5000Nodes_{gangs}Gangs",
+                               _scaled(5000, scale), (3,) * _scaled(gangs, scale),
+                               shape=PERF_SHAPE)
+    return found
+
+
 def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
-    """W1..W9 (and W1t, W2t: W1, W2 trickled) as the issues define them, every count
+    """W1..W11 (and W1t, W2t: W1, W2 trickled) as the issues define them, every count
     multiplied by `scale` (W8: its nodes; arrival rates are per node)."""
     w3_gangs = _scaled(400, scale, minimum=4)
     rng = random.Random(W3_SEED)  # the same mix of sizes on every run
@@ -180,4 +225,5 @@ def build_workloads(scale: float = 1.0) -> dict[str, Workload]:
         # W9: DRA gangs of 8 filling 90% of the devices.
         "W9": Workload("W9", "gangs of 8 on DRA devices", _scaled(250, scale),
                        (8,) * _scaled(225, scale), devices=DEVICES_PER_NODE),
+        **large_workloads(scale),
     }

@@ -59,17 +59,21 @@ class PodEvents:
         if pod.deleting:
             return
         if not pod.gated:
-            s.queue.add(pod)
+            s.enqueue(pod)
         if pod.group_key and self._enough_members(pod.group_key):
             s.activator.move_groups([pod.group_key])
 
     def _enough_members(self, group_key: str) -> bool:
         """A sibling's arrival helps parked members only once minMember members exist;
-        before that, retrying them on every arrival costs O(n^2) failed attempts. Gated pods
-        count here (not in the gang): once every pod exists, the parked members are retried
-        and say how many are held by scheduling gates, instead of an older count."""
+        before that, retrying them on every arrival costs O(n^2) failed attempts. Pods held
+        by scheduling gates count here (not in the gang): once every pod exists, the parked
+        members are retried and say how many are held by gates, instead of an older count.
+        Pods waiting for their template's claim do not: that wait ends by itself."""
         group = self.s.listers.podgroup(group_key)
-        return group is not None and len(self.s.cache.group_pods(group_key)) >= group.min_member
+        if group is None:
+            return False
+        members = self.s.cache.group_pods(group_key)
+        return sum(1 for p in members if not p.awaiting_claims) >= group.min_member
 
     def on_update(self, old: Pod, new: Pod) -> None:
         s = self.s
@@ -100,9 +104,9 @@ class PodEvents:
         elif s.cache.is_assumed(new.key) or s.waiting_pods.get(new.key) is not None:
             return  # in a binding or waiting cycle: not queued
         else:
-            s.queue.add(new)
-            if old.gated:
-                s.activator.move_groups([new.group_key] if new.group_key else [])
+            s.enqueue(new)
+            if old.gated and new.group_key and self._enough_members(new.group_key):
+                s.activator.move_groups([new.group_key])
 
     def _wake_affinity(self, placed: Pod) -> None:
         """A pod was bound: pods whose required pod affinity it satisfies may fit now."""

@@ -41,6 +41,8 @@ class QueuedPod:
     popped_at_move: int = 0
     last_reason: str = ""
     seq: int = field(default=0)
+    # Parked by PreEnqueue: an event moves it only once PreEnqueue would let it in.
+    held: bool = False
 
     @property
     def key(self) -> str:
@@ -74,13 +76,31 @@ class SchedulingQueue:
     def add(self, pod: Pod) -> None:
         """A new pending pod, or a fresh record of one already queued."""
         with self._lock:
-            queued = self._pods.get(pod.key)
+            queued = self._track(pod)
             if queued is not None:
-                queued.pod = pod
+                self._push_active(queued)
+
+    def park(self, pod: Pod, reason: str) -> None:
+        """A new pending pod that PreEnqueue holds back: tracked as unschedulable without
+        an attempt, until an event moves it (a pod already tracked is only refreshed)."""
+        with self._lock:
+            queued = self._track(pod)
+            if queued is None:
                 return
-            queued = QueuedPod(pod, self._sort_key(pod), self._clock())
-            self._pods[pod.key] = queued
-            self._push_active(queued)
+            queued.last_reason = reason
+            queued.where = UNSCHEDULABLE
+            queued.unschedulable_since = queued.backoff_until = self._clock()
+            queued.held = True
+
+    def _track(self, pod: Pod) -> QueuedPod | None:
+        """The new entry for ``pod``; None when it is tracked already (its record is
+        refreshed)."""
+        queued = self._pods.get(pod.key)
+        if queued is not None:
+            queued.pod = pod
+            return None
+        queued = self._pods[pod.key] = QueuedPod(pod, self._sort_key(pod), self._clock())
+        return queued
 
     def delete(self, key: str) -> None:
         with self._lock:
@@ -198,7 +218,8 @@ class SchedulingQueue:
                 self._push_active(queued)
         return moved
 
-    def move_keys(self, keys: Iterable[str], *, skip_backoff: bool = False) -> int:
+    def move_keys(self, keys: Iterable[str], *, skip_backoff: bool = False,
+                  predicate: Callable[[QueuedPod], bool] | None = None) -> int:
         """Move the named pods (e.g. a gang's members) back to active."""
         wanted = set(keys)
         with self._lock:
@@ -207,6 +228,8 @@ class SchedulingQueue:
             for key in wanted:
                 queued = self._pods.get(key)
                 if queued is None or queued.where not in (UNSCHEDULABLE, BACKOFF):
+                    continue
+                if predicate is not None and not predicate(queued):
                     continue
                 moved += 1
                 if skip_backoff or queued.backoff_until <= self._clock():
@@ -262,21 +285,35 @@ class Activator:
 
     def __init__(self, queue: SchedulingQueue, lock: threading.RLock,
                  plugins: Callable[[], Iterable[ClusterEventsPlugin]],
-                 waits_for_victims: Callable[[str], bool] = lambda key: False) -> None:
+                 waits_for_victims: Callable[[str], bool] = lambda key: False,
+                 pre_enqueue: Callable[[Pod], bool] = lambda pod: True) -> None:
         self._queue = queue
         self._lock = lock
         self._plugins = plugins
         # Preemptors whose victims still terminate: only the last one's departure moves them
         # (the preemption ledger activates them then), not every event in the cluster.
         self._waits = waits_for_victims
+        self._pre_enqueue = pre_enqueue
+
+    def _may_enter(self, queued: QueuedPod) -> bool:
+        """A pod PreEnqueue parked moves only once it would pass (as kube-scheduler runs
+        PreEnqueue again before a move to the active queue); then it is held no more."""
+        if queued.held:
+            if not self._pre_enqueue(queued.pod):
+                return False
+            queued.held = False
+        return True
 
     def activate(self, pod_keys: Iterable[str]) -> None:
-        self._queue.move_keys(pod_keys, skip_backoff=True)
+        with self._lock:  # PreEnqueue reads the cache; the cache lock comes before the queue's
+            self._queue.move_keys(pod_keys, skip_backoff=True, predicate=self._may_enter)
 
     def move_groups(self, group_keys: Iterable[str]) -> None:
         keys = set(group_keys)
         if keys:
-            self._queue.move(lambda q: q.pod.group_key in keys and not self._waits(q.key))
+            with self._lock:
+                self._queue.move(lambda q: q.pod.group_key in keys
+                                 and not self._waits(q.key) and self._may_enter(q))
 
     def capacity_freed(self) -> None:
         with self._lock:
@@ -290,6 +327,6 @@ class Activator:
         def movable(queued: QueuedPod) -> bool:
             if exclude and queued.pod.group_key == exclude:
                 return False
-            return not self._waits(queued.key)
+            return not self._waits(queued.key) and self._may_enter(queued)
 
         self._queue.move(movable)

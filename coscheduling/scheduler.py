@@ -31,9 +31,10 @@ from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import ClusterEventsPlugin, Plugin
 from coscheduling.framework.metrics import SchedulerMetrics
+from coscheduling.framework.pacing import Pace
 from coscheduling.framework.registry import Registry
 from coscheduling.framework.runtime import EnabledPlugins, Framework
-from coscheduling.framework.status import Code, Status
+from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.framework.waiting import WaitingPod, WaitingPods
 from coscheduling.placement import Placer, PluginsRunner
 from coscheduling.preemption.evict import ApiEvictor, Evictor
@@ -103,6 +104,9 @@ class ApiBinder:
         return Status()
 
 
+WAITS_FOR_VICTIMS = "waits for the pods its gang preempted to terminate"
+
+
 class Scheduler:
     """Owns the cache, queue, framework and binding pool, and builds its plugins' roles."""
 
@@ -128,6 +132,8 @@ class Scheduler:
         self.devices.on_change = lambda devices: self.cache.touch(
             None if devices is None else self.devices.nodes_of(devices))
         self.waiting_pods = WaitingPods(self._on_decision)
+        # Re-ranking gangs by share (DRF) sums every gang's pods: paced on large clusters.
+        self._order_pace = Pace()
         self._pool = ThreadPoolExecutor(config.binding_parallelism, thread_name_prefix="bind")
         # Preemption's writes (evictions, nominations) on threads of their own, so a storm
         # of evictions does not queue the binds of the gangs it made room for.
@@ -141,7 +147,8 @@ class Scheduler:
         )
         self.event_plugins: list[ClusterEventsPlugin] = []
         self.activator = Activator(self.queue, self.cache.lock, lambda: self.event_plugins,
-                                   lambda key: self.ledger.waiting(key))
+                                   lambda key: self.ledger.waiting(key),
+                                   lambda pod: self.framework.run_pre_enqueue(pod).ok)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.active = threading.Event()  # cleared: watch and answer, but do not schedule
@@ -214,6 +221,11 @@ class Scheduler:
             if current is None or current.uid != pod.uid or current.node_name or current.deleting:
                 self.queue.done(pod.key)
                 return CycleResult(pod.key, Status(Code.SKIP, ("pod is gone or bound",)))
+            if self.ledger.waiting(pod.key):
+                # Its gang preempted and its victims still terminate: only the last one's
+                # departure (which activates it) can change its answer. No attempt.
+                self.queue.requeue(current, queued.last_reason, unschedulable=True)
+                return CycleResult(pod.key, Status(Code.SKIP, (WAITS_FOR_VICTIMS,)))
             pod = current
             result = self._cycle(pod)
         outcome = {
@@ -251,10 +263,27 @@ class Scheduler:
             self._pool.submit(self.cycles.bind, state, pod, node_name)
         return status
 
+    def enqueue(self, pod: Pod) -> None:
+        """A pending pod (new, or a new record of it) enters the queue. A new one that a
+        PreEnqueue plugin holds back (a member of a gang that lacks members) is parked with
+        the reason, reported as an attempt's would be, but without the attempt."""
+        with self.cache.lock:
+            status = SUCCESS if self.queue.get(pod.key) is not None \
+                else self.framework.run_pre_enqueue(pod)
+            if status.ok:
+                self.queue.add(pod)
+                return
+            self.queue.park(pod, status.message)
+        log.debug("%s: %s", pod.key, status.message)
+        self._report(pod, status, status.message)
+
     def _fail(self, pod: Pod, status: Status, message: str) -> None:
         log.debug("%s: %s", pod.key, message)
         unschedulable = status.rejected
         self.queue.requeue(pod, message, unschedulable=unschedulable)
+        self._report(pod, status, message)
+
+    def _report(self, pod: Pod, status: Status, message: str) -> None:
         if self.reporter is None:
             return
         if pod.group_key and any(p.held_by_gates(pod, status) for p in self.event_plugins):
@@ -335,7 +364,9 @@ class Scheduler:
             for plugin in self.event_plugins:
                 keys += plugin.housekeeping(now)
         self.activator.move_groups(keys)
-        self.refresh_queue_order()
+        if self._order_pace.due():
+            with self._order_pace.run():
+                self.refresh_queue_order()
         self.queue.flush_stale()
         self.metrics.set_queue_counts(self.queue.counts())
 

@@ -323,7 +323,7 @@ def dump_defaults() -> dict[str, Any]:
         "signatureCacheSize": SchedulerConfig().signature_cache_size,
         "podInitialBackoffSeconds": 1,
         "podMaxBackoffSeconds": 10,
-        "bindingParallelism": 16,
+        "bindingParallelism": SchedulerConfig().binding_parallelism,
         "metricsBindAddress": "127.0.0.1:10251",
         "leaderElection": {"leaderElect": False, "leaseDuration": "15s",
                            "renewDeadline": "10s", "retryPeriod": "2s",

@@ -49,6 +49,14 @@ class QueueSortPlugin(Plugin):
         return self.sort_key(a) < self.sort_key(b)
 
 
+class PreEnqueuePlugin(Plugin):
+    @abstractmethod
+    def pre_enqueue(self, pod: Pod) -> Status:
+        """Whether a new pending pod may enter the active queue (kube-scheduler's
+        PreEnqueue): a rejection parks it, without an attempt, until an event moves it.
+        Runs under the cache lock; for enabled PreFilter plugins that implement it."""
+
+
 class PreFilterPlugin(Plugin):
     @abstractmethod
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:

@@ -17,6 +17,7 @@ from coscheduling.framework.interfaces import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
@@ -80,6 +81,8 @@ class Framework:
         self.queue_sort: QueueSortPlugin = sorter
         self.pre_filter_plugins: list[PreFilterPlugin] = _pick(
             instances, enabled.pre_filter, PreFilterPlugin)
+        self.pre_enqueue_plugins = [p for p in self.pre_filter_plugins
+                                    if isinstance(p, PreEnqueuePlugin)]
         self.filter_plugins: list[FilterPlugin] = _pick(instances, enabled.filter, FilterPlugin)
         self.post_filter_plugins: list[PostFilterPlugin] = _pick(
             instances, enabled.post_filter, PostFilterPlugin)
@@ -116,6 +119,14 @@ class Framework:
         return status
 
     # -- scheduling cycle ----------------------------------------------------------------
+    def run_pre_enqueue(self, pod: Pod) -> Status:
+        """The first PreEnqueue rejection, or success."""
+        for plugin in self.pre_enqueue_plugins:
+            status = plugin.pre_enqueue(pod)
+            if not status.ok:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
+
     def run_pre_filter(self, state: CycleState, pod: Pod) -> Status:
         started = time.perf_counter()
         return self._timed("PreFilter", started, self.pre_filter_except(state, pod, ""))

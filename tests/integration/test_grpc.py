@@ -140,18 +140,27 @@ def code_of(status: pb.Status) -> Code:
     return Code(status.code)
 
 
+def _gang_of_three(kube: KubeClient, make_node: Any, s: Served, prefix: str, member: str,
+                   other: tuple[str, str]) -> tuple[str, str]:
+    """Nodes of 4 and 1 cpu, gang "gang" of three members ``<member>-<i>`` and a plain pod
+    ``other`` (name, cpu), all in the server's cache: (big node, small node)."""
+    big, small = node_name(f"{prefix}-big"), node_name(f"{prefix}-small")
+    make_node(big, cpu="4")
+    make_node(small, cpu="1")
+    create_podgroup(kube, s.namespace, "gang", 3)
+    members = [f"{member}-{i}" for i in range(3)]
+    for name in members:
+        pod(kube, s, name, group="gang")
+    pod(kube, s, other[0], cpu=other[1])
+    wait_cached(s, pods=[*members, other[0]], nodes=[big, small], groups=["gang"])
+    return big, small
+
+
 # -- a gang through gRPC alone --------------------------------------------------------------
 def test_gang_admitted_through_grpc_calls_alone(kube: KubeClient, make_node: Any,
                                                 served: Served) -> None:
     s, ns = served, served.namespace
-    big, small = node_name("grpc-big"), node_name("grpc-small")
-    make_node(big, cpu="4")
-    make_node(small, cpu="1")
-    create_podgroup(kube, ns, "gang", 3)
-    for i in range(3):
-        pod(kube, s, f"g-{i}", group="gang")
-    pod(kube, s, "solo", cpu="500m")
-    wait_cached(s, pods=["g-0", "g-1", "g-2", "solo"], nodes=[big, small], groups=["gang"])
+    big, small = _gang_of_three(kube, make_node, s, "grpc", "g", ("solo", "500m"))
 
     stream = DecisionStream(s, group="gang")
     try:
@@ -274,14 +283,7 @@ def test_a_gang_scheduled_with_one_call_per_member(kube: KubeClient, make_node: 
     """Schedule: the server chooses each member's node, reserves it and runs Permit; the
     caller binds. A pod no node fits gets each node's reasons and holds nothing."""
     s, ns = served, served.namespace
-    big, small = node_name("sched-big"), node_name("sched-small")
-    make_node(big, cpu="4")
-    make_node(small, cpu="1")
-    create_podgroup(kube, ns, "gang", 3)
-    for i in range(3):
-        pod(kube, s, f"s-{i}", group="gang")
-    pod(kube, s, "huge", cpu="64")
-    wait_cached(s, pods=["s-0", "s-1", "s-2", "huge"], nodes=[big, small], groups=["gang"])
+    big, small = _gang_of_three(kube, make_node, s, "sched", "s", ("huge", "64"))
     stream = DecisionStream(s, group="gang")
     try:
         placed: dict[str, str] = {}

@@ -1,5 +1,6 @@
 """The benchmark's own arithmetic: repeated-run statistics, the API server's write counter,
-trickled arrival order, W6's useless evictions and W7's share error."""
+trickled arrival order, W6's useless evictions, W7's share error, and the sizes and gang
+attempt averages of issue 28's W10 and W11."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ from typing import Any
 import pytest
 
 from bench import report
-from bench.observe import api_writes, writes_delta
-from bench.run import merged, plan, waves
-from bench.workloads import TRICKLE_WINDOW, Workload, build_workloads, deserved_slots
+from bench.observe import api_writes, histogram_totals, writes_delta
+from bench.run import gang_attempts, merged, plan, waves
+from bench.schedulers import contenders
+from bench.workloads import (
+    PERF_SHAPE,
+    TRICKLE_WINDOW,
+    Workload,
+    build_workloads,
+    deserved_slots,
+)
 
 
 @pytest.mark.parametrize(("values", "expected"), [
@@ -180,3 +188,49 @@ def test_merged_keeps_every_run_and_where_it_came_from() -> None:
     assert whole["meta"]["contenders"] == {"ours-eq": "a", "upstream": "b"}
     assert [part["kubernetes"] for part in whole["meta"]["parts"]] == ["1.37.2", "1.35.8"]
     assert whole["meta"]["date"] == "d-1.37.2"
+
+
+def test_issue_28_workloads_have_their_defined_sizes_at_scale_1() -> None:
+    workloads = build_workloads(1.0)
+    w10 = workloads["W10"]
+    assert (w10.nodes, len(w10.gang_sizes), set(w10.gang_sizes), w10.pods) == \
+        (15000, 6250, {8}, 50000)
+    for gangs in (1000, 2000, 3000):
+        w11 = workloads[f"W11-{gangs}"]
+        assert (w11.nodes, len(w11.gang_sizes), set(w11.gang_sizes)) == (5000, gangs, {3})
+        assert w11.shape == PERF_SHAPE
+        assert (PERF_SHAPE.node_cpu, PERF_SHAPE.pod_cpu) == ("4", "100m")
+
+
+def _histogram(name: str, result: str | None, total: float, count: float) -> str:
+    labels = f'{{profile="p",result="{result}"}}' if result else ""
+    return f"{name}_sum{labels} {total}\n{name}_count{labels} {count}\n"
+
+
+def test_histogram_totals_with_and_without_labels() -> None:
+    text = (_histogram("h", "scheduled", 1.5, 3) + _histogram("h", "unschedulable", 9, 7)
+            + _histogram("g", None, 2.5, 5) + 'h_bucket{result="scheduled",le="1"} 3\n')
+    assert histogram_totals(text, "h") == (1.5, 3)
+    assert histogram_totals(text, "h", "unschedulable") == (9, 7)
+    assert histogram_totals(text, "g", None) == (2.5, 5)
+
+
+def test_gang_attempt_is_native_per_group_cycle_and_ours_per_gang_placed() -> None:
+    workload = build_workloads(0.01)["W11-1000"]
+    native_metrics = (
+        _histogram("scheduler_podgroup_scheduling_attempt_duration_seconds", "scheduled",
+                   0.04, 10)
+        + _histogram("scheduler_podgroup_scheduling_algorithm_duration_seconds", None,
+                     0.02, 10))
+    native: dict[str, Any] = {}
+    gang_attempts(native, contenders()["native-eq"], workload, "", native_metrics)
+    assert (native["gang_attempt_avg_ms"], native["gang_algorithm_avg_ms"]) == (4.0, 2.0)
+    # Ours: 30 member cycles of 10 gangs, 0.06 s in all, minus what the window began with.
+    ours_before = _histogram("scheduler_scheduling_attempt_duration_seconds", "scheduled",
+                             0.01, 1)
+    ours_after = _histogram("scheduler_scheduling_attempt_duration_seconds", "scheduled",
+                            0.07, 31)
+    ours: dict[str, Any] = {"gangs_placed": 10}
+    gang_attempts(ours, contenders()["ours-eq"], workload, ours_before, ours_after)
+    assert ours["gang_attempt_avg_ms"] == 6.0
+    assert "gang_algorithm_avg_ms" not in ours

@@ -258,3 +258,26 @@ def test_admission_places_members_with_the_profiles_scoring(strategy: str,
     assert bound == 3
     assert used == nodes_used
     assert not violations
+
+
+def test_members_of_a_gang_that_lacks_members_wait_without_attempts(sim: SimCluster) -> None:
+    """PreEnqueue: until minMember members exist, a new member is parked with the reason and
+    no attempt is made (one per arriving member before); the last arrival moves them all."""
+    sim.add_node("n1", cpu="8")
+    sim.add_group("g", 3)
+    sim.add_pod("p0", group="g")
+    sim.add_pod("p1", group="g")
+    sim.run()
+    attempts = sim.scheduler.metrics.schedule_attempts
+    assert attempts.value("unschedulable", sim.scheduler.metrics.profile) == 0
+    parked = sim.scheduler.queue.get("ns/p1")
+    assert parked is not None and parked.attempts == 0
+    assert parked.last_reason == ('PodGroup "ns/g": waiting for member pods: 2 of minMember 3 '
+                                  "exist (0 placed)")
+    sim.add_node("n2", cpu="8")  # room appears: it cannot help a gang that lacks members
+    sim.run()
+    assert attempts.value("unschedulable", sim.scheduler.metrics.profile) == 0
+    sim.add_pod("p2", group="g")
+    sim.run()
+    assert sim.bound_in_group("g") == 3
+    assert attempts.value("unschedulable", sim.scheduler.metrics.profile) == 0

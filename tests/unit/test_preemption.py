@@ -490,6 +490,7 @@ def test_a_preemptor_is_not_retried_while_its_victims_terminate() -> None:
         victims = sim.evictions.victims
         assert sorted(victims) == [f"ns/low-{i}" for i in range(4)]
         tried = _attempts(sim.scheduler.metrics, "unschedulable")
+        assert tried == 1  # the preempting attempt; its gang mates are not tried meanwhile
         for key in victims:  # the API server shows them terminating, one event each
             pod = sim.scheduler.cache.pod(key)
             assert pod is not None

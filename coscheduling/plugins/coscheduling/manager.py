@@ -56,6 +56,11 @@ RESERVED = frozenset((PLACED, WAITING, CLAIMED))
 READY = frozenset((PLACED, WAITING))
 
 
+def waiting_for_members(group: PodGroup, counts: GangCounts) -> str:
+    return (f"{WAITING_FOR_MEMBERS}: {counts.members} of minMember {group.min_member} "
+            f"exist ({counts.placed} placed)")
+
+
 class _FreezeCache(TTLCache[str, tuple[float, str]]):
     """The freeze cache. TTLCache drops expired entries whenever it is touched; this one
     remembers which ones it dropped, so no frozen gang misses the moment it may retry."""
@@ -298,10 +303,7 @@ class GangManager:
             return []
         chosen = [pod] + [c for c in candidates if c.key != pod.key]
         if len(chosen) < need:
-            return (
-                f"{WAITING_FOR_MEMBERS}: {counts.members} of minMember {group.min_member} "
-                f"exist ({counts.placed} placed)"
-            )
+            return waiting_for_members(group, counts)
         return chosen[:need]
 
     def _place(self, group: PodGroup, members: list[Pod], select_node: SelectNode,

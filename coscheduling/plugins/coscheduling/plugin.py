@@ -22,6 +22,7 @@ from coscheduling.framework.interfaces import (
     GangTrial,
     PermitPlugin,
     PostFilterPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
@@ -43,6 +44,7 @@ from coscheduling.plugins.coscheduling.manager import (
     WAITING_FOR_MEMBERS,
     GangCounts,
     GangManager,
+    waiting_for_members,
 )
 from coscheduling.plugins.coscheduling.reservations import UNKNOWN, Reservations
 from coscheduling.plugins.coscheduling.status import (
@@ -68,9 +70,9 @@ def _uid(owner: str) -> str:
     return owner.rsplit("/", 1)[-1]
 
 
-class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
-                   ReservePlugin, PermitPlugin, ClusterEventsPlugin, GangReporter,
-                   GangSimulator):
+class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlugin,
+                   PostFilterPlugin, ReservePlugin, PermitPlugin, ClusterEventsPlugin,
+                   GangReporter, GangSimulator):
     name = "Coscheduling"
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -126,6 +128,21 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, FilterPlugin, PostFilterPlu
         return changed
 
     # -- PreFilter -----------------------------------------------------------------------
+    def pre_enqueue(self, pod: Pod) -> Status:
+        """A member of a gang with fewer than minMember members waits outside the active
+        queue: its attempt could only say so, once per member that arrives (kube-scheduler's
+        GangScheduling gates at PreEnqueue too). The last member's arrival moves them all.
+        Anything else (a missing or invalid group, a refusal, subgroups) is its cycle's."""
+        group = self.handle.groups.podgroup(pod.group_key) if pod.group_key else None
+        if group is None or group.subgroups is not None \
+                or self._refusal(pod, group) is not None:
+            return SUCCESS
+        counts = self.manager.counts(group.key)
+        if counts.members >= group.min_member:
+            return SUCCESS
+        return Status.unschedulable(f'PodGroup "{group.key}": '
+                                    f"{waiting_for_members(group, counts)}")
+
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         """The gates a member passes (its group exists, is valid, agrees with it, is not
         another owner's, is not waiting for victims or frozen); then the manager admits the

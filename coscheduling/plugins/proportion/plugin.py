@@ -20,6 +20,7 @@ from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     PreFilterPlugin,
 )
+from coscheduling.framework.pacing import Pace
 from coscheduling.framework.status import SUCCESS, Status
 from coscheduling.plugins.proportion.book import (
     Book,
@@ -59,6 +60,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         self.status_listeners: list[Callable[[str], None]] = []
         self.book: Book | None = None  # the latest, for explain and metrics
         self._book_at: tuple[int, ...] = ()  # what the cache and queues were for it
+        self._pace = Pace()  # the once-a-second ledger, paced on large clusters
         self._queues_version = 0
         # The gang plugin's preemption may reclaim what queues over their share borrowed.
         handle.gangs.reclaimable = self.reclaimable
@@ -225,9 +227,10 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
     def housekeeping(self, now: float) -> list[str]:
         """Recompute the ledger about once a second; tell listeners which statuses moved.
         When any share or allocation moved, waiting gangs are retried: one may fit now."""
-        if not self.queues:
+        if not self.queues or not self._pace.due():
             return []
-        book = self.book = build_book(self.handle, self.queues)
+        with self._pace.run():
+            book = self.book = build_book(self.handle, self.queues)
         self._book_at = ()
         moved = False
         for name, ledger in book.ledgers.items():
