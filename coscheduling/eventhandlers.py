@@ -61,7 +61,7 @@ class PodEvents:
         if not pod.gated:
             s.enqueue(pod)
         if pod.group_key and self._enough_members(pod.group_key):
-            s.activator.move_groups([pod.group_key])
+            s.wake_group(pod.group_key)
 
     def _enough_members(self, group_key: str) -> bool:
         """A sibling's arrival helps parked members only once minMember members exist;
@@ -106,7 +106,7 @@ class PodEvents:
         else:
             s.enqueue(new)
             if old.gated and new.group_key and self._enough_members(new.group_key):
-                s.activator.move_groups([new.group_key])
+                s.wake_group(new.group_key)
 
     def _wake_affinity(self, placed: Pod) -> None:
         """A pod was bound: pods whose required pod affinity it satisfies may fit now."""

@@ -102,6 +102,19 @@ class SchedulingQueue:
         queued = self._pods[pod.key] = QueuedPod(pod, self._sort_key(pod), self._clock())
         return queued
 
+    def held(self, group_key: str) -> list[QueuedPod]:
+        """The group's pods that PreEnqueue keeps parked."""
+        with self._lock:
+            return [q for q in self._pods.values() if q.held and q.where == UNSCHEDULABLE
+                    and q.pod.group_key == group_key]
+
+    def note(self, key: str, reason: str) -> None:
+        """A parked pod's reason changed (what it waits for is now said differently)."""
+        with self._lock:
+            queued = self._pods.get(key)
+            if queued is not None:
+                queued.last_reason = reason
+
     def delete(self, key: str) -> None:
         with self._lock:
             self._pods.pop(key, None)  # heap entries are dropped lazily
