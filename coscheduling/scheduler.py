@@ -274,23 +274,20 @@ class Scheduler:
                 self.queue.add(pod)
                 return
             self.queue.park(pod, status.message)
-        log.debug("%s: %s", pod.key, status.message)
-        self._report(pod, status, status.message)
+            log.debug("%s: %s", pod.key, status.message)
+            self._report(pod, status, status.message)  # reads the gang: under the lock
 
     def wake_group(self, group_key: str) -> None:
         """Every pod of the group may enter now (a member arrived or lost its gates): those
         PreEnqueue still holds say anew why, e.g. that scheduling gates hold the rest."""
         self.activator.move_groups([group_key])
-        told: list[tuple[Pod, Status]] = []
         with self.cache.lock:
             for queued in self.queue.held(group_key):
                 pod = self.cache.pod(queued.key) or queued.pod
                 status = self.framework.run_pre_enqueue(pod)
                 if not status.ok:  # the reporter writes only what changed
                     self.queue.note(queued.key, status.message)
-                    told.append((pod, status))
-        for pod, status in told:
-            self._report(pod, status, status.message)
+                    self._report(pod, status, status.message)
 
     def _fail(self, pod: Pod, status: Status, message: str) -> None:
         log.debug("%s: %s", pod.key, message)
