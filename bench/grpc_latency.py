@@ -90,6 +90,9 @@ def _scheduler(nodes: int, gangs: int = 0) -> Any:
         _group(scheduler, f"pair-{i}", 2)
         for j in range(2):
             PodEvents(scheduler).on_add(parse_pod(_pod(f"pair-{i}-{j}", f"pair-{i}")))
+            # The caller's pods, not the queue's: the queue is scanned whenever room frees
+            # (every Unreserve), and thousands of queued pods would slow the other rows.
+            scheduler.queue.delete(f"{NAMESPACE}/pair-{i}-{j}")
     return scheduler
 
 
@@ -336,6 +339,7 @@ def _rows(channel: Any, calls: dict[str, Any], pb: Any, gangs: int,
             group=pb.ObjectKey(namespace=NAMESPACE, name="gang")))),
         (["Schedule (allow)", "Unreserve (after Schedule)"],
          [Scheduled(calls, pb, [p]).plan() for p in (plain, other)]),
+        # Last: each Unreserve here puts a member back in the queue, which grows with the row.
         (["Schedule (a new gang's member: wait)", "Unreserve (after Schedule: rejects it)"],
          [Scheduled(calls, pb, pods).plan() for pods in pairs]),
     ]
