@@ -71,3 +71,15 @@ def test_spared_whole_where_possible_and_the_same_victims_as_one_by_one(
 def test_no_victims_when_even_all_do_not_make_room() -> None:
     cache, made = cluster(4, 1)
     assert choose(cache, made, free_at_least(cache, 5, []), no_violations) is None
+
+
+@pytest.mark.parametrize("units", [2, 50, 500])
+def test_one_unit_needed_among_many_costs_a_few_placements(units: int) -> None:
+    """The storm's case: the lowest unit alone is enough. Every unit gone, the last one
+    alone, then the last one spared (which fails): three placements, whatever the count."""
+    cache, made = cluster(units, 1)
+    calls: list[int] = []
+    found = choose(cache, made, free_at_least(cache, 1, calls), no_violations)
+    assert found is not None
+    assert {p.key for p in found.pods} == {"ns/p0"} == one_by_one(made, 1, 1)
+    assert len(calls) == 3, len(calls)
