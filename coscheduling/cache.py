@@ -217,7 +217,7 @@ class Cache:
             if pod is None:
                 return None
             if pod.node_name in self._nodes:
-                self._nodes[pod.node_name].handovers.pop(key, None)
+                self._nodes[pod.node_name].take_back(key)
             self._unindex(pod)
             self._assumed.pop(key, None)
             self.drop_claim(key)
@@ -255,7 +255,7 @@ class Cache:
         """``victim``'s eviction failed: it keeps its room, shared with no claim."""
         with self.lock:
             info = self._nodes.get(victim.node_name)
-            if info is not None and info.handovers.pop(victim.key, None) is not None:
+            if info is not None and info.take_back(victim.key):
                 self._touch(victim.node_name)
 
     # -- in-flight decisions ------------------------------------------------------------

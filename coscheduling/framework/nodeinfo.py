@@ -21,6 +21,7 @@ class NodeInfo:
     """A node with the requests of the pods, assumed pods and claims that sit on it."""
 
     __slots__ = (
+        "_shared_memo",
         "affinity_index",
         "affinity_pods",
         "claimed",
@@ -55,6 +56,9 @@ class NodeInfo:
         self.claimed_nonzero_memory = 0
         # Victims still on this node -> the claims (pod keys) that will take their room.
         self.handovers: dict[str, frozenset[str]] = {}
+        # (resource, or "" for the pod count; excluding) -> _shared's answer, while pods,
+        # claims and handovers stay as they are: filters ask it per node and resource.
+        self._shared_memo: dict[tuple[str, str], int] = {}
         self.ports: dict[tuple[str, str, int], int] = {}
         # Pods and claims here that carry pod (anti-)affinity, and the cache-wide index of
         # their affinities (shared by every node record of one cache).
@@ -73,6 +77,7 @@ class NodeInfo:
             self.affinity_index.add(pod.pod_affinity, sign)
 
     def _account(self, pod: Pod, sign: int) -> None:
+        self._shared_memo.clear()
         add_into(self.requested, pod.requests, sign)
         self.nonzero_cpu += sign * pod.nonzero_cpu
         self.nonzero_memory += sign * pod.nonzero_memory
@@ -103,6 +108,7 @@ class NodeInfo:
             self._account_claim(pod, -1)
 
     def _account_claim(self, pod: Pod, sign: int) -> None:
+        self._shared_memo.clear()
         add_into(self.claimed, pod.requests, sign)
         self.claimed_nonzero_cpu += sign * pod.nonzero_cpu
         self.claimed_nonzero_memory += sign * pod.nonzero_memory
@@ -116,14 +122,22 @@ class NodeInfo:
         if own is not None:
             total -= own.requests.get(resource, 0)
         if self.handovers:
-            total -= self._shared(lambda p: p.requests.get(resource, 0), excluding)
+            total -= self._shared(resource, excluding)
         return total
 
-    def _shared(self, amount: Callable[[Pod], int], excluding: str) -> int:
+    def _shared(self, resource: str, excluding: str) -> int:
         """What victims still here and the claims that take their room both count: per
         preemption, the smaller of the two sides (a claim beyond its victims' room uses room
         that was free; victims beyond the claims still hold theirs). A claim is shared at
-        most once, even if two preemptions name it."""
+        most once, even if two preemptions name it. ``resource`` "" counts pods."""
+        memo = self._shared_memo.get((resource, excluding))
+        if memo is None:
+            memo = self._shared_memo[resource, excluding] = self._count_shared(
+                (lambda p: p.requests.get(resource, 0)) if resource else (lambda p: 1),
+                excluding)
+        return memo
+
+    def _count_shared(self, amount: Callable[[Pod], int], excluding: str) -> int:
         victims: dict[frozenset[str], int] = {}
         for key, takers in self.handovers.items():
             pod = self.pods.get(key)
@@ -146,7 +160,14 @@ class NodeInfo:
         return shared
 
     def hand_over(self, victim: str, takers: frozenset[str]) -> None:
+        self._shared_memo.clear()
         self.handovers[victim] = takers
+
+    def take_back(self, victim: str) -> bool:
+        """``victim``'s room is its own again (it is gone, or its eviction failed); whether
+        it was handed over."""
+        self._shared_memo.clear()
+        return self.handovers.pop(victim, None) is not None
 
     def nonzero_used(self, cpu: bool, excluding: str = "") -> int:
         """Non-zero cpu (``cpu``) or memory requested and claimed, for scoring; not counting
@@ -174,5 +195,5 @@ class NodeInfo:
         if excluding and excluding in self.claims:
             count -= 1
         if self.handovers:
-            count -= self._shared(lambda p: 1, excluding)
+            count -= self._shared("", excluding)
         return count

@@ -2,8 +2,8 @@
 
 The search is the same for a pod on one node and for a whole gang on the cluster; only
 ``fits`` differs (one node's filters, or the gang's admission of every missing member).
-It evicts every unit first, and gives up if even that does not let the preemptor in (no
-eviction for nothing). Then it reprieves units in order, those protected by a
+It gives up if even evicting every unit does not let the preemptor in (no eviction for
+nothing). Otherwise it reprieves units in order, those protected by a
 PodDisruptionBudget first, higher priority first, each only if the preemptor still fits
 without it (runs of units are tried whole first, so few placements are tried when most
 candidates can be spared, and the shortest run at the end of that order whose eviction is
@@ -46,9 +46,6 @@ def choose(cache: SchedulerCache, units: Sequence[Unit], fits: Fits,
            violations: Violations) -> Victims | None:
     """The victims among ``units`` (None: the preemptor would not fit even with all gone)."""
     every = [pod for unit in units for pod in unit.pods]
-    with cache.without(every):
-        if not fits():
-            return None
     protected = violations(every)
     evicted = {pod.key: pod for pod in every}
 
@@ -79,22 +76,27 @@ def choose(cache: SchedulerCache, units: Sequence[Unit], fits: Fits,
         middle = len(batch) // 2
         return spare(batch[:middle]) + spare(batch[middle:])
 
-    def spare_cores(cores: list[list[Pod]]) -> list[bool]:
+    def spare_cores(cores: list[list[Pod]]) -> list[bool] | None:
         """:func:`spare` over the cores, after finding the shortest run at the end (1, 2,
-        4, ... cores) whose eviction alone lets the preemptor in: everything before it is
-        then spared in that one ``fits``. A preemptor that needs one unit among hundreds
-        costs a few placements instead of two per halving (the preemption storm)."""
+        4, ... cores, at last all of them) whose eviction alone lets the preemptor in:
+        everything before it is spared in that one ``fits``. A preemptor that needs one
+        unit among hundreds costs two placements instead of two per halving (the
+        preemption storm). None: even every unit gone does not let it in."""
         size = 1
-        while size < len(cores):
-            if reprieve([pod for pods in cores[:-size] for pod in pods]):
-                return [True] * (len(cores) - size) + spare(cores[-size:])
+        while True:
+            size = min(size, len(cores))
+            if reprieve([pod for pods in cores[:len(cores) - size] for pod in pods]):
+                return [True] * (len(cores) - size) + spare(cores[len(cores) - size:])
+            if size == len(cores):
+                return None
             size *= 2
-        return spare(cores)
 
     order = sorted(units, key=lambda u: (not any(p.key in protected for p in u.core),
                                          -u.priority))
-    kept = [unit for unit, spared in zip(order, spare_cores([u.core for u in order]),
-                                         strict=True) if spared]
+    spared_cores = spare_cores([u.core for u in order])
+    if spared_cores is None:
+        return None
+    kept = [unit for unit, spared in zip(order, spared_cores, strict=True) if spared]
     spare([batch for unit in kept for batch in unit.surplus_batches()])
     chosen = tuple(evicted.values())
     return Victims(chosen, len(violations(chosen)))
