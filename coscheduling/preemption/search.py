@@ -78,18 +78,20 @@ def choose(cache: SchedulerCache, units: Sequence[Unit], fits: Fits,
 
     def spare_cores(cores: list[list[Pod]]) -> list[bool] | None:
         """:func:`spare` over the cores, after finding the shortest run at the end (1, 2,
-        4, ... cores, at last all of them) whose eviction alone lets the preemptor in:
-        everything before it is spared in that one ``fits``. A preemptor that needs one
-        unit among hundreds costs two placements instead of two per halving (the
-        preemption storm). None: even every unit gone does not let it in."""
-        size = 1
-        while True:
-            size = min(size, len(cores))
-            if reprieve([pod for pods in cores[:len(cores) - size] for pod in pods]):
-                return [True] * (len(cores) - size) + spare(cores[len(cores) - size:])
-            if size == len(cores):
-                return None
-            size *= 2
+        4, ... cores) whose eviction alone lets the preemptor in: everything before it is
+        spared in that one ``fits``. Every core gone is tried second, so a node where
+        preemption cannot help costs two placements (None), and a preemptor that needs one
+        unit among hundreds costs two too (the preemption storm)."""
+        count = len(cores)
+        shorter = (2**i for i in range(1, count.bit_length()) if 2**i < count)
+        for size in dict.fromkeys([min(1, count), count, *shorter]):
+            fits_now = reprieve([pod for pods in cores[:count - size] for pod in pods])
+            if size == count:  # every core gone
+                if not fits_now:
+                    return None
+            elif fits_now:
+                return [True] * (count - size) + spare(cores[count - size:])
+        return spare(cores)
 
     order = sorted(units, key=lambda u: (not any(p.key in protected for p in u.core),
                                          -u.priority))
