@@ -32,9 +32,10 @@ from contextlib import contextmanager
 
 from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
-from coscheduling.api.podaffinity import AffinityIndex
+from coscheduling.api.podaffinity import AffinityIndex, LabelSelector, PodAffinity
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
+from coscheduling.framework.labelindex import LabelIndex
 from coscheduling.framework.nodeinfo import NodeInfo
 
 MIN_CHANGE_LOG = 4096
@@ -61,6 +62,7 @@ class Cache:
         self.affinity = AffinityIndex()
         self.priorities: Counter[int] = Counter()
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        self._labels: LabelIndex[NodeInfo] = LabelIndex()
 
     def lowest_priority(self) -> int | None:
         """The lowest priority of a pod on a node (bound or assumed); None if there is none."""
@@ -101,7 +103,8 @@ class Cache:
             info = self._nodes.get(node.name)
             if info is None:
                 info = self._nodes[node.name] = NodeInfo(
-                    node.name, affinity_index=self.affinity, priorities=self.priorities)
+                    node.name, affinity_index=self.affinity, priorities=self.priorities,
+                    label_index=self._labels)
             if info.node is None:
                 self._node_order.append(node.name)
             info.node = node
@@ -132,8 +135,7 @@ class Cache:
         return self._node_order
 
     def nodes(self) -> Iterator[NodeInfo]:
-        for name in self._node_order:
-            yield self._nodes[name]
+        return map(self._nodes.__getitem__, self._node_order)
 
     def node_count(self) -> int:
         return len(self._node_order)
@@ -142,7 +144,8 @@ class Cache:
         info = self._nodes.get(name)
         if info is None:
             info = self._nodes[name] = NodeInfo(name, affinity_index=self.affinity,
-                                                 priorities=self.priorities)
+                                                 priorities=self.priorities,
+                                                 label_index=self._labels)
         return info
 
     # -- pods --------------------------------------------------------------------------
@@ -167,6 +170,18 @@ class Cache:
             if node:
                 nodes[node] += 1
         return nodes
+
+    def labelled(self, selector: LabelSelector) -> Iterable[tuple[Pod, NodeInfo]] | None:
+        """Pods bound, assumed or claimed on a node (node records of deleted nodes
+        included) that may match ``selector``, each with its node record; None when the
+        selector names no label value to look them up by (the caller visits every node).
+        Under the lock; the answer is valid until the cache next changes."""
+        return self._labels.candidates(selector, self._nodes.values())
+
+    def placed_affinities(self) -> Iterator[tuple[PodAffinity, Iterable[tuple[Pod, NodeInfo]]]]:
+        """Each distinct pod affinity of the pods bound, assumed or claimed on node records,
+        with those pods and their node records. Under the lock."""
+        return self._labels.affinities()
 
     def group_keys(self) -> list[str]:
         return list(self._groups)
@@ -263,6 +278,7 @@ class Cache:
         """Place ``pod`` on ``node_name`` before the binding is confirmed."""
         with self.lock:
             self.drop_claim(pod.key)
+            self.forget(pod.key)  # assumed before, elsewhere: it leaves that node
             self._assumed[pod.key] = node_name
             self._add_to_node(node_name, pod)
 

@@ -9,25 +9,29 @@ pass over the nodes plus N small updates instead of N passes, and so does a stre
 from one template. Tables cover every node, as ``percentageOfNodesToScore: 100`` would,
 because keeping them current is cheaper than sampling anew.
 
-Pods that cannot be signed (a plugin looks beyond the node it is given), pods that hold a
-gang's claim (their own claim counts as free room to them alone), and every pod when
-``signatureCacheSize`` is 0 are filtered and scored from scratch on a rotating sample of
-nodes, as kube-scheduler does.
+A pod that some plugins cannot sign (they look beyond the node they are given: pod
+affinity, topology spread) is filtered and scored on a rotating sample of nodes, as
+kube-scheduler does; but only those plugins run per node. The others sign it, and their
+Filter statuses and scores come from a *partial* table kept the same way, so a gang of
+spread or anti-affine members pays per node for its constraints alone, not for every
+plugin. Pods that hold a gang's claim (their own claim counts as free room to them alone)
+and every pod when ``signatureCacheSize`` is 0 are filtered and scored from scratch.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
 from coscheduling.framework.cycle_state import CycleState
-from coscheduling.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
-from coscheduling.framework.status import Status
+from coscheduling.framework.interfaces import MAX_NODE_SCORE, FilterPlugin, ScorePlugin
+from coscheduling.framework.runtime import run_filters
+from coscheduling.framework.status import SUCCESS, Status
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
@@ -94,6 +98,7 @@ class NodeTable:
         "base",
         "buckets",
         "failed",
+        "leave_out",
         "norm",
         "normalized",
         "plain",
@@ -102,12 +107,16 @@ class NodeTable:
         "totals",
     )
 
-    def __init__(self, framework: Framework, state: CycleState) -> None:
+    def __init__(self, framework: Framework, state: CycleState,
+                 leave_out: frozenset[str] = frozenset()) -> None:
+        # A partial table (``leave_out``: the plugins that cannot sign its pods) keeps the
+        # other plugins' statuses and scores; the placer runs the rest (see Placer.choose).
+        self.leave_out = leave_out
         weighted = [
             (plugin, weight)
             for plugin, weight in zip(framework.score_plugins, framework.score_weights,
                                       strict=True)
-            if plugin.name not in state.skip_score
+            if plugin.name not in state.skip_score and plugin.name not in leave_out
         ]
         self.plain = [(p, w) for p, w in weighted if not _rescales(p)]
         self.normalized = [(p, w) for p, w in weighted if _rescales(p)]
@@ -133,17 +142,18 @@ class NodeTable:
         else:
             names = dict.fromkeys(changed)
         rescale = False
+        filters = [p for p in framework.active_filters(state) if p.name not in self.leave_out]
         for name in names:
-            rescale |= self._evaluate(name, cache.node(name), framework, state, pod)
-        if rescale:
+            rescale |= self._evaluate(name, cache.node(name), filters, state, pod)
+        if rescale and not self.leave_out:
             self._rescale(state, pod)
         self.synced = cache.change_seq
 
-    def _evaluate(self, name: str, info: NodeInfo | None, framework: Framework,
+    def _evaluate(self, name: str, info: NodeInfo | None, filters: Sequence[FilterPlugin],
                   state: CycleState, pod: Pod) -> bool:
         """Re-run Filter and Score on one node; True if the rescaling plugins must rerun."""
         was_feasible = name in self.totals
-        status = framework.run_filter(state, pod, info) if info is not None else None
+        status = run_filters(filters, state, pod, info) if info is not None else None
         if status is None or not status.ok:
             if status is None:
                 self.failed.pop(name, None)
@@ -165,6 +175,9 @@ class NodeTable:
             if self.raw[index].get(name) != value:
                 self.raw[index][name] = value
                 rescale = True
+        if self.leave_out:  # ranked by the placer, over the nodes it samples
+            self.totals[name] = base
+            return False
         if rescale:
             self.totals[name] = base  # a placeholder: _rescale sets every total
             return True
@@ -231,23 +244,27 @@ class Placer:
             LRUCache(maxsize=signature_cache_size) if signature_cache_size > 0 else None)
         self._next_start = 0
 
-    def table(self, signature: Hashable) -> NodeTable | None:
-        """The table kept for ``signature``, if any (for inspection and tests)."""
-        return self._tables.get(signature) if self._tables is not None else None
+    def table(self, signature: Hashable,
+              unsigned: frozenset[str] = frozenset()) -> NodeTable | None:
+        """The table kept for ``signature`` (partial: of pods that ``unsigned`` plugins do
+        not sign), if any (for inspection and tests)."""
+        return self._tables.get((signature, unsigned)) if self._tables is not None else None
 
     def choose(self, state: CycleState, pod: Pod) -> Choice:
         """Filter and Score ``pod`` (after its PreFilter ran into ``state``); under the
-        cache lock."""
+        cache lock. A pod some plugins cannot sign is sampled as kube-scheduler samples,
+        but only those plugins run per node: the others' answers come from a partial
+        table."""
         tables = self._tables
-        key = None
-        if tables is not None and not self.cache.claimed_node(pod.key):
-            key = self.framework.signature(pod)
-        if key is None or tables is None:
+        if tables is None or self.cache.claimed_node(pod.key):
             return self._sampled(state, pod)
-        table = tables.get(key)
+        signature, unsigned = self.framework.split_signature(pod)
+        table = tables.get((signature, unsigned))
         if table is None:
-            table = tables[key] = NodeTable(self.framework, state)
+            table = tables[signature, unsigned] = NodeTable(self.framework, state, unsigned)
         table.refresh(self.framework, self.cache, state, pod)
+        if unsigned:
+            return self._sampled(state, pod, table)
         best = table.best()
         if not best:
             return Choice(None, dict(table.failed), self.cache.node_count())
@@ -268,23 +285,32 @@ class Placer:
         near = [(-count, name) for name, count in holding.items() if name in ties]
         return min(near)[1] if near else first
 
-    # -- sampling, for pods that cannot share a table --------------------------------------
-    def _sampled(self, state: CycleState, pod: Pod) -> Choice:
+    # -- sampling, for pods that cannot share a whole table --------------------------------
+    def _sampled(self, state: CycleState, pod: Pod, table: NodeTable | None = None) -> Choice:
+        """kube-scheduler's pass: Filter from a rotating start until enough nodes pass, then
+        Score those. With a partial ``table``, only the plugins it leaves out run here."""
         names = self.cache.node_names()
         total = len(names)
         wanted = nodes_to_find(total, self.percentage)
         feasible: list[NodeInfo] = []
         failures: dict[str, Status] = {}
         start = self._next_start % total if total else 0
-        run_filter = self.framework.run_filter
+        filters = self.framework.active_filters(state)
+        if table is not None:
+            filters = [p for p in filters if p.name in table.leave_out]
+        node = self.cache.node
         examined = 0
         for offset in range(total):
-            info = self.cache.node(names[(start + offset) % total])
+            info = node(names[(start + offset) % total])
             examined += 1
             if info is None:
                 continue
-            status = run_filter(state, pod, info)
-            if status.ok:
+            failed = table.failed.get(info.name) if table is not None else None
+            if failed is not None:
+                failures[info.name] = self._first_failure(failed, filters, state, pod, info)
+                continue
+            status = run_filters(filters, state, pod, info)
+            if status is SUCCESS:
                 feasible.append(info)
                 if len(feasible) >= wanted:
                     break
@@ -294,11 +320,39 @@ class Placer:
         if not feasible:
             return Choice(None, failures, total)
         if len(feasible) == 1 or not self.framework.score_plugins:
-            return Choice(feasible[0].name)
-        scores = self.framework.run_score(state, pod, feasible)
+            return Choice(feasible[0].name, failures, total)
+        if table is None:
+            scores = self.framework.run_score(state, pod, feasible)
+        else:
+            scores = self._partial_scores(table, state, pod, feasible)
         best = max(scores.values())
         return Choice(self._break_tie(
-            pod, {n: None for n, score in scores.items() if score == best}))
+            pod, {n: None for n, score in scores.items() if score == best}), failures, total)
+
+    def _first_failure(self, failed: Status, filters: Sequence[FilterPlugin],
+                       state: CycleState, pod: Pod, info: NodeInfo) -> Status:
+        """The failure run_filter would report: a left-out plugin ahead of the table's
+        failing one in the profile's order fails first, if it fails."""
+        order = [p.name for p in self.framework.filter_plugins]
+        limit = order.index(failed.plugin) if failed.plugin in order else len(order)
+        earlier = [p for p in filters if order.index(p.name) < limit]
+        status = run_filters(earlier, state, pod, info) if earlier else SUCCESS
+        return failed if status is SUCCESS else status
+
+    def _partial_scores(self, table: NodeTable, state: CycleState, pod: Pod,
+                        feasible: Sequence[NodeInfo]) -> dict[str, int]:
+        """What run_score gives: the table's plain plugins as it keeps them, its rescaling
+        ones normalized over ``feasible``, the plugins it leaves out run here."""
+        totals = self.framework.run_score(state, pod, feasible, only=table.leave_out)
+        for name in totals:
+            totals[name] += table.base[name]
+        for index, (plugin, weight) in enumerate(table.normalized):
+            raw = table.raw[index]
+            scores = {name: raw[name] for name in totals}
+            plugin.normalize_scores(state, pod, scores)
+            for name, value in scores.items():
+                totals[name] += weight * _clamp(value)
+        return totals
 
 
 class PluginsRunner:

@@ -22,7 +22,7 @@ from coscheduling.framework.status import Status
 
 if TYPE_CHECKING:
     from coscheduling.api.budgets import Budget
-    from coscheduling.api.podaffinity import AffinityIndex
+    from coscheduling.api.podaffinity import AffinityIndex, LabelSelector, PodAffinity
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import VolumeStore
@@ -47,6 +47,11 @@ class SchedulerCache(Protocol):
     def group_pods(self, group_key: str) -> list[Pod]: ...
     def group_nodes(self, group_key: str, excluding: str = "") -> Counter[str]: ...
     def group_keys(self) -> list[str]: ...
+    def labelled(self, selector: LabelSelector) -> Iterable[tuple[Pod, NodeInfo]] | None:
+        """Pods on node records that may match ``selector`` (a superset), with their node
+        record; None when it names no label value to look them up by."""
+    def placed_affinities(self) -> Iterator[tuple[PodAffinity, Iterable[tuple[Pod, NodeInfo]]]]:
+        """Each distinct pod affinity of the pods on node records, with those pods."""
     def lowest_priority(self) -> int | None: ...
     @property
     def change_seq(self) -> int: ...

@@ -15,6 +15,7 @@ from coscheduling.api.nodes import Node
 from coscheduling.api.podaffinity import AffinityIndex
 from coscheduling.api.pods import Pod
 from coscheduling.api.quantity import add_into
+from coscheduling.framework.labelindex import LabelIndex
 
 
 class NodeInfo:
@@ -29,6 +30,7 @@ class NodeInfo:
         "claimed_nonzero_memory",
         "claims",
         "handovers",
+        "label_index",
         "name",
         "node",
         "nonzero_cpu",
@@ -41,7 +43,8 @@ class NodeInfo:
 
     def __init__(self, name: str, node: Node | None = None,
                  affinity_index: AffinityIndex | None = None,
-                 priorities: Counter[int] | None = None) -> None:
+                 priorities: Counter[int] | None = None,
+                 label_index: LabelIndex[NodeInfo] | None = None) -> None:
         self.name = name
         self.node = node
         self.pods: dict[str, Pod] = {}
@@ -67,6 +70,9 @@ class NodeInfo:
         # Priorities of the pods on every node (shared by the cache's node records), so that
         # preemption knows at once whether any pod is of lower priority than a preemptor.
         self.priorities: Counter[int] = priorities if priorities is not None else Counter()
+        # Pods and claims by label, shared by the cache's node records (see labelindex).
+        self.label_index: LabelIndex[NodeInfo] = (
+            label_index if label_index is not None else LabelIndex())
 
     def _track_affinity(self, pod: Pod, sign: int) -> None:
         if pod.pod_affinity is not None:
@@ -84,6 +90,7 @@ class NodeInfo:
         for port in pod.host_ports:
             self.ports[port] = self.ports.get(port, 0) + sign
         self._track_affinity(pod, sign)
+        self.label_index.account(pod, self, False, sign)
         self.priorities[pod.priority] += sign
 
     def add_pod(self, pod: Pod) -> None:
@@ -113,6 +120,7 @@ class NodeInfo:
         self.claimed_nonzero_cpu += sign * pod.nonzero_cpu
         self.claimed_nonzero_memory += sign * pod.nonzero_memory
         self._track_affinity(pod, sign)
+        self.label_index.account(pod, self, True, sign)
 
     def used(self, resource: str, excluding: str = "") -> int:
         """Requested plus claimed ``resource``, not counting ``excluding``'s own claim, and

@@ -106,13 +106,21 @@ class Framework:
     def signature(self, pod: Pod) -> Hashable | None:
         """What decides Filter and Score for ``pod``: pods with equal signatures get equal
         results from a node in the same state. None if some plugin does not sign."""
+        parts, unsigned = self.split_signature(pod)
+        return None if unsigned else parts
+
+    def split_signature(self, pod: Pod) -> tuple[Hashable, frozenset[str]]:
+        """The signature of the plugins that sign ``pod`` (equal for pods whose results
+        from those plugins are equal), and the names of the plugins that do not."""
         parts = []
+        unsigned: list[str] = []
         for plugin in self._signers:
             part = plugin.sign(pod)
             if part is None:
-                return None
-            parts.append(part)
-        return tuple(parts)
+                unsigned.append(plugin.name)
+            else:
+                parts.append(part)
+        return tuple(parts), frozenset(unsigned)
 
     def _timed(self, point: str, started: float, status: Status) -> Status:
         self._observe(point, status, time.perf_counter() - started)
@@ -144,16 +152,16 @@ class Framework:
                 return status.with_plugin(plugin.name)
         return SUCCESS
 
+    def active_filters(self, state: CycleState) -> Sequence[FilterPlugin]:
+        """The Filter plugins whose PreFilter did not skip them, for a pass over nodes."""
+        skip = state.skip_filter
+        if not skip:
+            return self.filter_plugins
+        return [plugin for plugin in self.filter_plugins if plugin.name not in skip]
+
     def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         """All Filter plugins on one node; the first failure decides (not timed per node)."""
-        skip = state.skip_filter
-        for plugin in self.filter_plugins:
-            if skip and plugin.name in skip:
-                continue
-            status = plugin.filter(state, pod, node)
-            if not status.ok:
-                return status.with_plugin(plugin.name)
-        return SUCCESS
+        return run_filters(self.active_filters(state), state, pod, node)
 
     def run_post_filter(
         self, state: CycleState, pod: Pod, filtered: Mapping[str, Status]
@@ -175,12 +183,13 @@ class Framework:
             result = Status(Code.UNSCHEDULABLE, tuple(reasons))
         return self._timed("PostFilter", started, result)
 
-    def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> dict[str, int]:
-        """Weighted sum of every Score plugin for each node."""
+    def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
+                  only: frozenset[str] | None = None) -> dict[str, int]:
+        """Weighted sum of every Score plugin (of those named in ``only``) for each node."""
         started = time.perf_counter()
         totals = dict.fromkeys((n.name for n in nodes), 0)
         for plugin, weight in zip(self.score_plugins, self.score_weights, strict=True):
-            if plugin.name in state.skip_score:
+            if plugin.name in state.skip_score or (only is not None and plugin.name not in only):
                 continue
             scores = {n.name: plugin.score(state, pod, n) for n in nodes}
             plugin.normalize_scores(state, pod, scores)
@@ -251,3 +260,13 @@ class Framework:
         for plugin in self.post_bind_plugins:
             plugin.post_bind(state, pod, node_name)
         self._timed("PostBind", started, SUCCESS)
+
+
+def run_filters(plugins: Sequence[FilterPlugin], state: CycleState, pod: Pod,
+                node: NodeInfo) -> Status:
+    """``plugins`` (from ``Framework.active_filters``) on one node: the first failure."""
+    for plugin in plugins:
+        status = plugin.filter(state, pod, node)
+        if status is not SUCCESS and status.code != Code.SUCCESS:
+            return status.with_plugin(plugin.name)
+    return SUCCESS

@@ -3,11 +3,14 @@ the claims of the preemptor they were evicted for (counted once until they are g
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from dataclasses import dataclass
 
 import pytest
 
 from coscheduling.api.nodes import parse_node
+from coscheduling.api.podaffinity import LabelSelector, parse_label_selector
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cache import Cache
 
@@ -105,3 +108,124 @@ def test_a_simulated_eviction_of_a_victim_does_not_count_its_room_twice() -> Non
     with cache.without([victim]):
         assert info.used("cpu") == 8000
     assert info.used("cpu") == 8000
+
+
+# -- pods by label ---------------------------------------------------------------------------
+SELECTORS = [
+    {"matchLabels": {"gang": "g1"}},
+    {"matchLabels": {"gang": "g2", "role": "worker"}},
+    {"matchExpressions": [{"key": "role", "operator": "In", "values": ["ps", "worker"]}]},
+    {"matchExpressions": [{"key": "gang", "operator": "NotIn", "values": ["g1"]}]},
+    {"matchExpressions": [{"key": "role", "operator": "Exists"}]},
+    {},
+]
+
+
+def _labelled_pod(rng: random.Random, index: int, node: str = "") -> Pod:
+    labels = {"gang": rng.choice(["g1", "g2", "g3"])}
+    if rng.random() < 0.7:
+        labels["role"] = rng.choice(["ps", "worker", "chief"])
+    spec: dict[str, object] = {"containers": [{"name": "c"}]}
+    if node:
+        spec["nodeName"] = node
+    if rng.random() < 0.4:
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"gang": labels["gang"]}},
+             "topologyKey": "kubernetes.io/hostname"}]}}
+    return parse_pod({"metadata": {"name": f"p{index % 40}", "namespace": "ns",
+                                   "uid": f"uid-{index % 40}", "labels": labels},
+                      "spec": spec})
+
+
+def _present(cache: Cache, selector: LabelSelector) -> Counter[tuple[str, str]]:
+    """(pod, node) of every pod or claim on a node record matching ``selector``, found the
+    slow way."""
+    found: Counter[tuple[str, str]] = Counter()
+    for info in cache._nodes.values():  # the reference walks every record
+        for holder in (info.pods, info.claims):
+            found.update((p.key, info.name) for p in holder.values()
+                         if selector.matches(p.labels))
+    return found
+
+
+def _step(cache: Cache, rng: random.Random, index: int) -> None:
+    """One change of the kinds the watches and the scheduler's decisions make."""
+    node = rng.choice(["n0", "n1", "n2"])
+    action = rng.randrange(7)
+    pod = _labelled_pod(rng, index, node if action == 0 else "")
+    if action == 0:
+        cache.set_pod(pod)
+    elif action == 1:
+        cache.set_pod(pod)
+        cache.assume(pod, node)
+    elif action == 2:
+        cache.set_pod(pod)
+        cache.claim(pod, node)
+    elif action == 3:
+        cache.drop_claim(pod.key)
+        cache.forget(pod.key)
+    elif action == 4:
+        cache.remove_pod(pod.key)
+    elif action == 5:
+        cache.remove_node(node)
+    else:
+        cache.set_node(parse_node({"metadata": {"name": node}}))
+
+
+def test_pods_found_by_label_are_every_matching_pod_on_a_node_record() -> None:
+    """Whatever came and went, and whenever a label key was first asked for, the pods the
+    index offers include every matching pod (bound, assumed or claimed) and no pod that is
+    not there, inside a simulated eviction too."""
+    rng = random.Random(20261127)
+    cache = Cache()
+    everything = parse_label_selector({}, "all")
+    assert everything is not None
+    selectors = [parse_label_selector(raw, "s") for raw in SELECTORS]
+    looked_up = 0
+    for index in range(3000):
+        _step(cache, rng, index)
+        if index % 7:
+            continue
+        selector = rng.choice(selectors)
+        assert selector is not None
+        with cache.without([p for p in cache.pods() if p.node_name and rng.random() < 0.2]):
+            offered = cache.labelled(selector)
+            if offered is None:  # names no label value: the caller visits every node
+                assert all(r.operator != "In" for r in selector.requirements)
+                continue
+            looked_up += 1
+            pairs = [(p, info.name) for p, info in offered]
+            slots = Counter((p.key, name) for p, name in pairs)
+            matching = Counter((p.key, name) for p, name in pairs if selector.matches(p.labels))
+            assert matching == _present(cache, selector)
+            assert not slots - _present(cache, everything)
+            _assert_affinities_held(cache)
+    assert looked_up > 200
+
+
+def _assert_affinities_held(cache: Cache) -> None:
+    expected: dict[object, Counter[tuple[str, str]]] = {}
+    for info in cache._nodes.values():  # the reference walks every record
+        for holder in (info.pods, info.claims):
+            for pod in holder.values():
+                if pod.pod_affinity is not None:
+                    expected.setdefault(pod.pod_affinity, Counter())[pod.key, info.name] += 1
+    held = {affinity: Counter((p.key, info.name) for p, info in holders)
+            for affinity, holders in cache.placed_affinities()}
+    assert held == expected
+
+
+def test_a_pod_assumed_again_elsewhere_leaves_its_first_node() -> None:
+    cache = Cache()
+    for name in ("a", "b"):
+        cache.set_node(parse_node({"metadata": {"name": name},
+                                   "status": {"allocatable": {"cpu": "8"}}}))
+    pod = _pod("p", 2)
+    cache.set_pod(pod)
+    cache.assume(pod, "a")
+    cache.assume(pod, "b")
+    first, second = cache.node("a"), cache.node("b")
+    assert first is not None and second is not None
+    assert (first.used("cpu"), second.used("cpu")) == (0, 2000)
+    cache.forget(pod.key)
+    assert second.used("cpu") == 0

@@ -37,7 +37,7 @@ from coscheduling.framework.interfaces import (
 from coscheduling.framework.status import SKIP, SUCCESS, Status
 
 if TYPE_CHECKING:
-    from coscheduling.api.podaffinity import AffinityTerm
+    from coscheduling.api.podaffinity import AffinityTerm, PodAffinity
     from coscheduling.api.pods import Pod
     from coscheduling.framework.cycle_state import CycleState
     from coscheduling.framework.handle import Handle, SchedulerCache
@@ -170,87 +170,114 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         if not has_required and not existing_anti:
             return SKIP
         filter_state = _FilterState()
-        cache = self._cache
         own_labels = self._namespace_labels(pod.namespace)
-        for info in cache.nodes():
-            node = info.node
-            if node is None:
-                continue
-            labels = node.labels
-            if existing_anti:
-                for other in info.affinity_pods.values():
-                    if other.key == pod.key or other.pod_affinity is None:
-                        continue
-                    for term in other.pod_affinity.required_anti:
-                        if term.matches(pod.namespace, pod.labels, own_labels):
-                            _add(filter_state.existing_anti, labels, term.topology_key, 1)
-            if has_required:
-                assert affinity is not None
-                self._count_incoming(filter_state, affinity.required, affinity.required_anti,
-                                     info, labels, pod.key)
+        if existing_anti:
+            self._count_existing_anti(filter_state, pod, own_labels)
+        if has_required:
+            assert affinity is not None
+            self._count_incoming(filter_state, affinity, pod.key)
         if affinity is not None and affinity.required and not filter_state.affinity:
             filter_state.first_of_kind = _matches_all(affinity.required, pod, own_labels)
         state.write(STATE_KEY, filter_state)
         return SUCCESS
 
-    def _count_incoming(self, state: _FilterState, required: tuple[AffinityTerm, ...],
-                        required_anti: tuple[AffinityTerm, ...], info: NodeInfo,
-                        labels: Mapping[str, str], excluding: str) -> None:
+    def _count_existing_anti(self, state: _FilterState, pod: Pod,
+                             own_labels: Mapping[str, str]) -> None:
+        """Domains holding a pod whose required anti-affinity term matches ``pod``."""
+        for affinity, holders in self._cache.placed_affinities():
+            for term in affinity.required_anti:
+                if term.matches(pod.namespace, pod.labels, own_labels):
+                    for other, info in holders:
+                        if info.node is not None and other.key != pod.key:
+                            _add(state.existing_anti, info.node.labels, term.topology_key, 1)
+
+    def _count_incoming(self, state: _FilterState, affinity: PodAffinity,
+                        excluding: str) -> None:
+        """Per domain, the pods matching all the pod's required affinity terms (counted for
+        each term's key) and the pods matching each required anti-affinity term."""
         namespaces = self._cache.namespace_labels
-        for holder in (info.pods, info.claims):  # present_pods, inlined: every pod passes
-            for key, other in holder.items():
-                if key == excluding:
-                    continue
-                ns_labels = namespaces.get(other.namespace, _NO_LABELS)
-                if required and _matches_all(required, other, ns_labels):
+        required = affinity.required
+        if required:
+            for other, labels in self._present(required[0], excluding):
+                if _matches_all(required, other, namespaces.get(other.namespace, _NO_LABELS)):
                     for term in required:
                         _add(state.affinity, labels, term.topology_key, 1)
-                for term in required_anti:
-                    if term.matches(other.namespace, other.labels, ns_labels):
-                        _add(state.anti, labels, term.topology_key, 1)
+        for term in affinity.required_anti:
+            for other, labels in self._present(term, excluding):
+                if term.matches(other.namespace, other.labels,
+                                namespaces.get(other.namespace, _NO_LABELS)):
+                    _add(state.anti, labels, term.topology_key, 1)
+
+    def _present(self, term: AffinityTerm, excluding: str
+                 ) -> Iterator[tuple[Pod, Mapping[str, str]]]:
+        """Pods on nodes that may match ``term`` (found by its selector's labels when it
+        names any), but not ``excluding``, with their node's labels."""
+        if term.selector is None:
+            return  # a missing selector matches no pod
+        found = self._cache.labelled(term.selector)
+        if found is None:
+            for info in self._cache.nodes():
+                if info.node is not None:
+                    labels = info.node.labels
+                    for other in present_pods(info, excluding):
+                        yield other, labels
+            return
+        for other, info in found:
+            node = info.node
+            if node is not None and other.key != excluding:
+                yield other, node.labels
 
     def _score_domains(self, pod: Pod) -> dict[Pair, int]:
         """Topology domain -> summed weight, from the pod's preferred terms and the existing
         pods' terms that match the pod; empty when nothing scores."""
         affinity = pod.pod_affinity
         own = affinity is not None and bool(affinity.preferred or affinity.preferred_anti)
-        if not own and not self._others_bear_on(pod, required_anti_only=False):
+        theirs = self._others_bear_on(pod, required_anti_only=False)
+        if not own and not theirs:
             return {}
         domains: dict[Pair, int] = {}
-        own_labels = self._namespace_labels(pod.namespace)
-        for info in self._cache.nodes():
-            node = info.node
-            if node is None:
-                continue
-            labels = node.labels
-            others = present_pods(info, pod.key) if own else (
-                p for p in info.affinity_pods.values() if p.key != pod.key)
-            for other in others:
-                if own:
-                    assert affinity is not None
-                    ns_labels = self._namespace_labels(other.namespace)
-                    for term in affinity.preferred:
-                        if term.matches(other.namespace, other.labels, ns_labels):
-                            _add(domains, labels, term.topology_key, term.weight)
-                    for term in affinity.preferred_anti:
-                        if term.matches(other.namespace, other.labels, ns_labels):
-                            _add(domains, labels, term.topology_key, -term.weight)
-                theirs = other.pod_affinity
-                if theirs is None:
-                    continue
-                if self.hard_weight > 0:
-                    for term in theirs.required:
-                        if term.matches(pod.namespace, pod.labels, own_labels):
-                            _add(domains, labels, term.topology_key, self.hard_weight)
-                if self.ignore_existing_preferred:
-                    continue
-                for term in theirs.preferred:
-                    if term.matches(pod.namespace, pod.labels, own_labels):
-                        _add(domains, labels, term.topology_key, term.weight)
-                for term in theirs.preferred_anti:
-                    if term.matches(pod.namespace, pod.labels, own_labels):
-                        _add(domains, labels, term.topology_key, -term.weight)
+        if own:
+            assert affinity is not None
+            namespaces = self._cache.namespace_labels
+            for terms, sign in ((affinity.preferred, 1), (affinity.preferred_anti, -1)):
+                for term in terms:
+                    for other, labels in self._present(term, pod.key):
+                        if term.matches(other.namespace, other.labels,
+                                        namespaces.get(other.namespace, _NO_LABELS)):
+                            _add(domains, labels, term.topology_key, sign * term.weight)
+        if theirs:
+            self._score_theirs(domains, pod)
         return {pair: weight for pair, weight in domains.items() if weight}
+
+    def _weights_toward(self, affinity: PodAffinity, pod: Pod,
+                        own_labels: Mapping[str, str]) -> list[tuple[str, int]]:
+        """(topology key, weight) of each term of a placed pod's ``affinity`` that matches
+        ``pod``: ``hardPodAffinityWeight`` per required affinity term, the preferred
+        weights (unless ignored), minus the preferred anti-affinity weights."""
+        weights = []
+        if self.hard_weight > 0:
+            weights += [(t.topology_key, self.hard_weight) for t in affinity.required
+                        if t.matches(pod.namespace, pod.labels, own_labels)]
+        if not self.ignore_existing_preferred:
+            weights += [(t.topology_key, t.weight) for t in affinity.preferred
+                        if t.matches(pod.namespace, pod.labels, own_labels)]
+            weights += [(t.topology_key, -t.weight) for t in affinity.preferred_anti
+                        if t.matches(pod.namespace, pod.labels, own_labels)]
+        return weights
+
+    def _score_theirs(self, domains: dict[Pair, int], pod: Pod) -> None:
+        """Add the weights of placed pods' terms matching ``pod``, per domain: each
+        distinct affinity is matched once, then counted for every pod holding it."""
+        own_labels = self._namespace_labels(pod.namespace)
+        for affinity, holders in self._cache.placed_affinities():
+            weights = self._weights_toward(affinity, pod, own_labels)
+            if not weights:
+                continue
+            for other, info in holders:
+                if info.node is None or other.key == pod.key:
+                    continue
+                for key, weight in weights:
+                    _add(domains, info.node.labels, key, weight)
 
     def waiters_matching(self, placed: Pod) -> list[str]:
         """Pending pods whose required affinity ``placed`` (just bound) matches, so they can

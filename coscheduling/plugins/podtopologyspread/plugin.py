@@ -80,6 +80,29 @@ def _count(constraint: SpreadConstraint, pod: Pod, info: NodeInfo) -> int:
     return count
 
 
+def _per_node(constraint: SpreadConstraint, pod: Pod,
+              cache: SchedulerCache) -> dict[str, int] | None:
+    """Node -> the pods the constraint counts there, found by its selector's labels; None
+    when the selector names none (``_count`` then visits each node's pods)."""
+    if constraint.owner or constraint.selector is None:
+        return None if constraint.owner else {}
+    found = cache.labelled(constraint.selector)
+    if found is None:
+        return None
+    per_node: dict[str, int] = {}
+    excluding, namespace, counts = pod.key, pod.namespace, constraint.counts
+    for other, info in found:
+        if other.key != excluding and not other.deleting and counts(
+                other.namespace, namespace, other.labels, other.owner):
+            per_node[info.name] = per_node.get(info.name, 0) + 1
+    return per_node
+
+
+def _counted(per_node: dict[str, int] | None, constraint: SpreadConstraint, pod: Pod,
+             info: NodeInfo) -> int:
+    return _count(constraint, pod, info) if per_node is None else per_node.get(info.name, 0)
+
+
 def _self_match(constraint: SpreadConstraint, pod: Pod) -> int:
     return 1 if constraint.counts(pod.namespace, pod.namespace, pod.labels, pod.owner) else 0
 
@@ -154,7 +177,9 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def _filter_state(self, pod: Pod, hard: tuple[SpreadConstraint, ...]) -> _FilterState:
         prepared = _FilterState(hard)
-        for info in self._cache.nodes():
+        cache = self._cache
+        found = [_per_node(constraint, pod, cache) for constraint in hard]
+        for info in cache.nodes():
             node = info.node
             if node is None or not _has_keys(node.labels, hard):
                 continue
@@ -163,7 +188,8 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
                     continue
                 counts = prepared.counts[index]
                 value = node.labels[constraint.topology_key]
-                counts[value] = counts.get(value, 0) + _count(constraint, pod, info)
+                counts[value] = counts.get(value, 0) + _counted(found[index], constraint,
+                                                                pod, info)
         for index, constraint in enumerate(hard):
             counts = prepared.counts[index]
             enough = counts and len(counts) >= constraint.min_domains
@@ -173,7 +199,9 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
     def _score_state(self, pod: Pod, soft: tuple[SpreadConstraint, ...],
                      require_all: bool) -> _ScoreState:
         prepared = _ScoreState(soft, require_all)
-        for info in self._cache.nodes():
+        cache = self._cache
+        found = [None if c.topology_key == HOSTNAME else _per_node(c, pod, cache) for c in soft]
+        for info in cache.nodes():
             node = info.node
             if node is None or (require_all and not _has_keys(node.labels, soft)):
                 continue
@@ -182,7 +210,8 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
                     continue
                 counts = prepared.counts[index]
                 value = node.labels.get(constraint.topology_key, "")
-                counts[value] = counts.get(value, 0) + _count(constraint, pod, info)
+                counts[value] = counts.get(value, 0) + _counted(found[index], constraint,
+                                                                pod, info)
         return prepared
 
     def _ran(self, state: CycleState, pod: Pod) -> None:
@@ -235,6 +264,8 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
         weights = [math.log((len(nodes) if c.topology_key == HOSTNAME else len(domains[i])) + 2)
                    for i, c in enumerate(constraints)]
         raw: dict[str, int] = {}
+        found = [_per_node(c, pod, self._cache) if c.topology_key == HOSTNAME else None
+                 for c in constraints]
         for info in nodes:
             assert info.node is not None
             labels = info.node.labels
@@ -244,7 +275,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, ScorePlugin):
                 if value is None:
                     continue
                 if constraint.topology_key == HOSTNAME:
-                    count = _count(constraint, pod, info)
+                    count = _counted(found[index], constraint, pod, info)
                 else:
                     count = prepared.counts[index].get(value, 0)
                 total += count * weights[index] + constraint.max_skew - 1
