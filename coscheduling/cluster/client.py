@@ -16,8 +16,9 @@ from urllib.parse import quote, urlencode, urlsplit
 import urllib3
 
 from coscheduling import __version__
-from coscheduling.cluster.kubeconfig import CredentialsError, Endpoint, load_endpoint
+from coscheduling.cluster.kubeconfig import KEEPALIVE, CredentialsError, Endpoint, load_endpoint
 from coscheduling.cluster.ratelimit import TokenBucket
+from coscheduling.cluster.wire import Wire, WireError
 
 CONNECT_TIMEOUT = 5.0
 USER_AGENT = f"coscheduling/{__version__}"
@@ -85,6 +86,11 @@ class KubeClient:
         # of a request's client CPU). Through a proxy, the manager builds each request.
         self._server: urllib3.HTTPConnectionPool | None = None if self.endpoint.proxy \
             else self._pool.connection_from_url(self.endpoint.host)
+        # Plain requests to a server reached directly skip urllib3 (see wire); watches and
+        # proxied servers keep it.
+        self._wire: Wire | None = None if self.endpoint.proxy else Wire(
+            self.endpoint.host, self.endpoint.ssl_context, self.endpoint.server_hostname,
+            settings.connection_pool, KEEPALIVE)
         # A server URL may carry a path (a proxy in front of several clusters).
         self._prefix = urlsplit(self.endpoint.host).path.rstrip("/")
         self._limiter = TokenBucket(settings.qps, settings.burst)
@@ -95,12 +101,12 @@ class KubeClient:
 
     def close(self) -> None:
         self._pool.clear()
+        if self._wire is not None:
+            self._wire.close()
 
-    def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
-              body: Any = None, content_type: str = "application/json",
-              timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
-              stream: bool = False) -> urllib3.BaseHTTPResponse:
-        """One HTTP request on the shared connection pool."""
+    def _prepare(self, path: str, query: Mapping[str, Any] | None,
+                 content_type: str) -> tuple[str, dict[str, str]]:
+        """Wait for the rate limiter; the request's path with its query, and its headers."""
         self._limiter.acquire()
         try:
             credentials = self.endpoint.credentials()
@@ -110,6 +116,14 @@ class KubeClient:
                    "User-Agent": USER_AGENT, **credentials}
         if query:
             path += "?" + urlencode({k: _query_value(v) for k, v in query.items()})
+        return path, headers
+
+    def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+              body: Any = None, content_type: str = "application/json",
+              timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+              stream: bool = False) -> urllib3.BaseHTTPResponse:
+        """One HTTP request on the shared urllib3 connection pool."""
+        path, headers = self._prepare(path, query, content_type)
         connect, read = timeout if isinstance(timeout, tuple) else (CONNECT_TIMEOUT, timeout)
         options: dict[str, Any] = {
             "body": None if body is None else json.dumps(body), "headers": headers,
@@ -135,12 +149,29 @@ class KubeClient:
                 body: Any = None, content_type: str = "application/json",
                 timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
         """One request; the decoded JSON answer (``{}`` when the body is empty)."""
+        if self._wire is not None:
+            return self._exchange(self._wire, method, path, query, body, content_type, timeout)
         response = self._call(method, path, query=query, body=body,
                               content_type=content_type, timeout=timeout)
         try:
             return _json_or_empty(response.data)
         finally:
             response.release_conn()
+
+    def _exchange(self, wire: Wire, method: str, path: str, query: Mapping[str, Any] | None,
+                  body: Any, content_type: str, timeout: float) -> dict[str, Any]:
+        path, headers = self._prepare(path, query, content_type)
+        payload = None if body is None else json.dumps(body).encode()
+        try:
+            answer = wire.exchange(method, self._prefix + path, headers, payload,
+                                   CONNECT_TIMEOUT, timeout)
+        except WireError as err:
+            raise ApiError(0, f"cannot reach the API server at {self.host}: {err}") from err
+        decoded = _json_or_empty(answer.body)
+        if answer.status >= 300:
+            raise ApiError(answer.status, decoded.get("message") or answer.reason or "",
+                           decoded)
+        return decoded
 
     def get(self, path: str, **query: Any) -> dict[str, Any]:
         return self.request("GET", path, query=query)

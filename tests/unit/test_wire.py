@@ -1,0 +1,209 @@
+"""The API client's own HTTP/1.1 exchange (coscheduling.cluster.wire) against a scripted
+server on loopback: the answer shapes the API server sends, kept connections, and servers
+that close them."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from coscheduling.cluster.wire import Wire, WireError
+
+Script = Callable[[socket.socket, int], None]
+"""Handles one accepted connection (its index): reads requests, writes raw answers."""
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+@dataclass
+class Server:
+    port: int
+    connections: list[int]
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Script], Server]]:
+    listeners: list[socket.socket] = []
+
+    def start(script: Script) -> Server:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listeners.append(listener)
+        server = Server(listener.getsockname()[1], [])
+
+        def accept() -> None:
+            index = 0
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                server.connections.append(index)
+                threading.Thread(target=script, args=(conn, index), daemon=True).start()
+                index += 1
+
+        threading.Thread(target=accept, daemon=True).start()
+        return server
+
+    yield start
+    for listener in listeners:
+        listener.close()
+
+
+def answering(*answers: bytes, close_after: bool = False) -> Script:
+    """Each request on a connection gets the next answer; with ``close_after``, the server
+    closes the connection once they are all sent."""
+    def script(conn: socket.socket, _: int) -> None:
+        with conn:
+            for answer in answers:
+                if not _read_request(conn):
+                    return
+                conn.sendall(answer)
+            if not close_after:
+                _read_request(conn)
+    return script
+
+
+OK_JSON = b'{"kind":"Status","status":"Success"}'
+
+CASES = [
+    ("content length",
+     b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: "
+     + str(len(OK_JSON)).encode() + b"\r\n\r\n" + OK_JSON, 201, OK_JSON),
+    ("chunked, with an extension and a trailer",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"5;ext=1\r\n{\"a\":\r\n3\r\n 1}\r\n0\r\nX-Trailer: t\r\n\r\n", 200, b'{"a": 1}'),
+    ("no content", b"HTTP/1.1 204 No Content\r\n\r\n", 204, b""),
+    ("an error with its Status body",
+     b"HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}", 409, b"{}"),
+    ("no length: the body runs to the connection's end",
+     b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it", 200, b"all of it"),
+]
+
+
+@pytest.mark.parametrize(("name", "raw", "status", "body"), CASES, ids=[c[0] for c in CASES])
+def test_answers_are_read_whole(serve: Callable[[Script], Server], name: str, raw: bytes,
+                                status: int, body: bytes) -> None:
+    server = serve(answering(raw, close_after=True))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    answer = wire.exchange("POST", "/api/v1/x", {"Accept": "application/json"}, b"{}", 2, 2)
+    assert (answer.status, answer.body) == (status, body)
+
+
+def test_a_connection_is_kept_and_used_again(serve: Callable[[Script], Server]) -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    server = serve(answering(ok, ok, ok))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    for _ in range(3):
+        assert wire.exchange("GET", "/healthz", {}, None, 2, 2).status == 200
+    assert server.connections == [0]
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_once(
+        serve: Callable[[Script], Server]) -> None:
+    """The server closes a kept connection (idle timeout): the next request, which it never
+    saw, goes out again on a new connection."""
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    server = serve(answering(ok, close_after=True))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    assert wire.exchange("POST", "/a", {}, b"{}", 2, 2).status == 200
+    assert wire.exchange("POST", "/b", {}, b"{}", 2, 2).status == 200
+    assert server.connections == [0, 1]
+
+
+def test_connection_close_is_honoured(serve: Callable[[Script], Server]) -> None:
+    closing = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}"
+    server = serve(answering(closing, close_after=True))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    wire.exchange("GET", "/a", {}, None, 2, 2)
+    wire.exchange("GET", "/b", {}, None, 2, 2)
+    assert server.connections == [0, 1]
+
+
+BROKEN = [
+    ("closed before answering, on a new connection", b"", "closed the connection"),
+    ("not HTTP", b"SSH-2.0-OpenSSH\r\n", "not an HTTP/1.x answer"),
+    ("closed inside the headers", b"HTTP/1.1 200 OK\r\nContent-", "inside an answer's headers"),
+    ("closed inside the body", b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",
+     "8 bytes before the answer's end"),
+    ("a bad chunk size", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+     "not hexadecimal"),
+    ("a bad length", b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n", "not a number"),
+]
+
+
+@pytest.mark.parametrize(("name", "raw", "error"), BROKEN, ids=[c[0] for c in BROKEN])
+def test_broken_answers_are_errors_that_say_what_broke(
+        serve: Callable[[Script], Server], name: str, raw: bytes, error: str) -> None:
+    server = serve(answering(raw, close_after=True))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    with pytest.raises(WireError, match=error):
+        wire.exchange("POST", "/a", {}, b"{}", 2, 2)
+    assert server.connections == [0]  # a fresh connection's failure is not retried
+
+
+def test_a_server_that_does_not_answer_times_out(serve: Callable[[Script], Server]) -> None:
+    def silent(conn: socket.socket, _: int) -> None:
+        _read_request(conn)
+        threading.Event().wait(5)
+        conn.close()
+
+    server = serve(silent)
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    with pytest.raises(WireError, match="timed out"):
+        wire.exchange("POST", "/a", {}, b"{}", 2, 0.2)
+    assert server.connections == [0]  # the server may have acted on it: never sent again
+
+
+def test_nothing_listening_is_an_error() -> None:
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    wire = Wire(f"http://127.0.0.1:{port}", None, None, keep=4)
+    with pytest.raises(WireError, match="refused"):
+        wire.exchange("GET", "/", {}, None, 2, 2)
+
+
+def test_the_request_carries_host_length_and_headers(
+        serve: Callable[[Script], Server]) -> None:
+    seen: list[bytes] = []
+
+    def recording(conn: socket.socket, _: int) -> None:
+        with conn:
+            seen.append(_read_request(conn))
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    server = serve(recording)
+    wire = Wire(f"http://127.0.0.1:{server.port}/prefix", None, None, keep=4)
+    wire.exchange("PATCH", "/prefix/api/v1/p?x=1", {"Authorization": "Bearer t"},
+                  b'{"a":1}', 2, 2)
+    head, _, body = seen[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"PATCH /prefix/api/v1/p?x=1 HTTP/1.1"
+    assert f"Host: 127.0.0.1:{server.port}".encode() in lines
+    assert b"Authorization: Bearer t" in lines and b"Content-Length: 7" in lines
+    assert body == b'{"a":1}'
+
+
+def test_a_url_that_is_not_http_is_refused() -> None:
+    with pytest.raises(ValueError, match="not an http"):
+        Wire("unix:///var/run/socket", None, None, keep=1)
