@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
@@ -21,9 +22,21 @@ def parse_rfc3339(value: object) -> float:
         return 0.0
 
 
+# The last second formatted and its text: every event and condition written in one second
+# carries the same timestamp, formatted once.
+_last_second: tuple[int, str] = (0, "1970-01-01T00:00:00Z")
+
+
 def format_rfc3339(epoch: float) -> str:
     """The API server's timestamp form (seconds precision, UTC)."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_second  # a one-entry memo, replaced whole: safe across threads
+    second = math.floor(epoch)
+    memo = _last_second
+    if memo[0] == second:
+        return memo[1]
+    text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _last_second = (second, text)
+    return text
 
 
 def format_rfc3339_micro(epoch: float) -> str:

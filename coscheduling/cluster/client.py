@@ -147,48 +147,57 @@ class KubeClient:
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: Any = None, content_type: str = "application/json",
-                timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
-        """One request; the decoded JSON answer (``{}`` when the body is empty)."""
+                timeout: float = REQUEST_TIMEOUT, answer: bool = True) -> dict[str, Any]:
+        """One request; the decoded JSON answer (``{}`` when the body is empty, or when
+        ``answer`` is False: a success's body is then not decoded)."""
         if self._wire is not None:
-            return self._exchange(self._wire, method, path, query, body, content_type, timeout)
+            return self._exchange(self._wire, method, path, query, body, content_type,
+                                  timeout, answer)
         response = self._call(method, path, query=query, body=body,
                               content_type=content_type, timeout=timeout)
         try:
-            return _json_or_empty(response.data)
+            return _json_or_empty(response.data) if answer else {}
         finally:
             response.release_conn()
 
     def _exchange(self, wire: Wire, method: str, path: str, query: Mapping[str, Any] | None,
-                  body: Any, content_type: str, timeout: float) -> dict[str, Any]:
+                  body: Any, content_type: str, timeout: float,
+                  answer: bool) -> dict[str, Any]:
         path, headers = self._prepare(path, query, content_type)
         payload = None if body is None else json.dumps(body).encode()
         try:
-            answer = wire.exchange(method, self._prefix + path, headers, payload,
-                                   CONNECT_TIMEOUT, timeout)
+            reply = wire.exchange(method, self._prefix + path, headers, payload,
+                                  CONNECT_TIMEOUT, timeout)
         except WireError as err:
             raise ApiError(0, f"cannot reach the API server at {self.host}: {err}") from err
-        decoded = _json_or_empty(answer.body)
-        if answer.status >= 300:
-            raise ApiError(answer.status, decoded.get("message") or answer.reason or "",
-                           decoded)
+        if reply.status < 300 and not answer:
+            return {}
+        decoded = _json_or_empty(reply.body)
+        if reply.status >= 300:
+            raise ApiError(reply.status, decoded.get("message") or reply.reason or "", decoded)
         return decoded
 
     def get(self, path: str, **query: Any) -> dict[str, Any]:
         return self.request("GET", path, query=query)
 
-    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return self.request("POST", path, body=body)
+    def create(self, path: str, body: Mapping[str, Any], *,
+               answer: bool = True) -> dict[str, Any]:
+        """POST ``body``; the created object (``{}`` without ``answer``: a caller that only
+        writes, such as the event reporter, skips decoding it)."""
+        return self.request("POST", path, body=body, answer=answer)
 
     def delete(self, path: str, **query: Any) -> dict[str, Any]:
         return self.request("DELETE", path, query=query)
 
-    def patch(self, path: str, body: Any, *, kind: str = "merge") -> dict[str, Any]:
+    def patch(self, path: str, body: Any, *, kind: str = "merge",
+              answer: bool = True) -> dict[str, Any]:
         content_type = {
             "merge": "application/merge-patch+json",
             "strategic": "application/strategic-merge-patch+json",
             "json": "application/json-patch+json",
         }[kind]
-        return self.request("PATCH", path, body=body, content_type=content_type)
+        return self.request("PATCH", path, body=body, content_type=content_type,
+                            answer=answer)
 
     def watch(self, path: str, query: Mapping[str, Any],
               read_timeout: float) -> Iterator[dict[str, Any]]:
@@ -218,7 +227,7 @@ class KubeClient:
         """POST a Binding. The answer is read as raw JSON: the generated client raises
         'Invalid value for target' on the Status the server returns for a success."""
         self.request("POST", binding_path(namespace, name),
-                     body=binding_body(namespace, name, uid, node_name))
+                     body=binding_body(namespace, name, uid, node_name), answer=False)
 
 
 def binding_path(namespace: str, name: str) -> str:

@@ -200,7 +200,7 @@ class Reporter:
             }
             self.client.patch(
                 f"/api/v1/namespaces/{q(report.namespace)}/pods/{q(report.name)}/status",
-                {"status": {"conditions": [condition]}}, kind="strategic",
+                {"status": {"conditions": [condition]}}, kind="strategic", answer=False,
             )
         body: dict[str, Any] = {
             "apiVersion": "v1",
@@ -218,7 +218,8 @@ class Reporter:
             "lastTimestamp": now,
             "count": 1,
         }
-        self.client.create(f"/api/v1/namespaces/{q(report.namespace)}/events", body)
+        self.client.create(f"/api/v1/namespaces/{q(report.namespace)}/events", body,
+                           answer=False)
 
     def flush(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
