@@ -1,4 +1,5 @@
-"""A raw-JSON client: HTTP requests to the API server on one urllib3 connection pool.
+"""A raw-JSON client: HTTP requests to the API server, on kept-alive connections of its own
+(``wire``) for plain requests, on a urllib3 pool for watches and through proxies.
 
 Answers are plain dicts, not model classes (slow to build); every request has a
 client-side timeout, so a dead connection cannot hang a thread. Where the server is and how
@@ -224,8 +225,8 @@ class KubeClient:
             response.release_conn()
 
     def bind(self, namespace: str, name: str, uid: str, node_name: str) -> None:
-        """POST a Binding. The answer is read as raw JSON: the generated client raises
-        'Invalid value for target' on the Status the server returns for a success."""
+        """POST a Binding. The answer to a success (a Status) is not decoded; a refusal's
+        is, for its message."""
         self.request("POST", binding_path(namespace, name),
                      body=binding_body(namespace, name, uid, node_name), answer=False)
 

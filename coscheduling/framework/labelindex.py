@@ -88,7 +88,8 @@ class LabelIndex(Generic[_N]):
         for requirement in selector.requirements:
             if requirement.operator == "In":
                 values = self._values(requirement.key, nodes)
-                found = [values[v].values() for v in requirement.values if v in values]
+                found = [values[v].values() for v in dict.fromkeys(requirement.values)
+                         if v in values]  # a value listed twice: its pods once
                 return chain.from_iterable(found)
         return None
 

@@ -115,6 +115,7 @@ SELECTORS = [
     {"matchLabels": {"gang": "g1"}},
     {"matchLabels": {"gang": "g2", "role": "worker"}},
     {"matchExpressions": [{"key": "role", "operator": "In", "values": ["ps", "worker"]}]},
+    {"matchExpressions": [{"key": "gang", "operator": "In", "values": ["g1", "g2", "g1"]}]},
     {"matchExpressions": [{"key": "gang", "operator": "NotIn", "values": ["g1"]}]},
     {"matchExpressions": [{"key": "role", "operator": "Exists"}]},
     {},

@@ -118,16 +118,81 @@ def test_a_connection_is_kept_and_used_again(serve: Callable[[Script], Server]) 
     assert server.connections == [0]
 
 
-def test_a_kept_connection_the_server_closed_is_replaced_once(
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+
+
+def test_a_kept_connection_the_server_closed_while_idle_is_not_used(
         serve: Callable[[Script], Server]) -> None:
-    """The server closes a kept connection (idle timeout): the next request, which it never
-    saw, goes out again on a new connection."""
-    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
-    server = serve(answering(ok, close_after=True))
+    """The server closes a kept connection (idle timeout): it is found closed before the
+    next request, which goes out on a new connection, once."""
+    closed = threading.Event()
+    inner = answering(OK, close_after=True)
+
+    def script(conn: socket.socket, index: int) -> None:
+        inner(conn, index)
+        closed.set()
+
+    server = serve(script)
     wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
     assert wire.exchange("POST", "/a", {}, b"{}", 2, 2).status == 200
+    assert closed.wait(2)
     assert wire.exchange("POST", "/b", {}, b"{}", 2, 2).status == 200
     assert server.connections == [0, 1]
+
+
+def _hang_up_on_second(requests: list[bytes]) -> Script:
+    """Answers a connection's first request; reads its second, then closes without answering
+    (a server that died after the request went out)."""
+    def script(conn: socket.socket, _: int) -> None:
+        with conn:
+            requests.append(_read_request(conn))
+            conn.sendall(OK)
+            requests.append(_read_request(conn))
+    return script
+
+
+@pytest.mark.parametrize(("method", "sent_again"), [("POST", False), ("PATCH", False),
+                                                    ("GET", True), ("PUT", True)])
+def test_a_request_the_server_may_have_seen_is_sent_again_only_if_idempotent(
+        serve: Callable[[Script], Server], method: str, sent_again: bool) -> None:
+    requests: list[bytes] = []
+    server = serve(_hang_up_on_second(requests))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    wire.exchange(method, "/first", {}, None, 2, 2)
+    if sent_again:
+        assert wire.exchange(method, "/second", {}, None, 2, 2).status == 200
+        assert server.connections == [0, 1]
+    else:
+        with pytest.raises(WireError, match="closed the connection before answering"):
+            wire.exchange(method, "/second", {}, None, 2, 2)
+        assert server.connections == [0]
+    assert sum(r.startswith(f"{method} /second ".encode()) for r in requests) == (
+        2 if sent_again else 1)
+
+
+@pytest.mark.parametrize(("method", "statuses"), [("GET", [200]), ("DELETE", [200]),
+                                                  ("POST", [429])])
+def test_retry_after_is_waited_out_for_idempotent_requests(
+        serve: Callable[[Script], Server], method: str, statuses: list[int]) -> None:
+    busy = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Length: 2\r\n\r\n{}"
+    server = serve(answering(busy, OK, close_after=True))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    assert [wire.exchange(method, "/x", {}, None, 2, 2).status] == statuses
+
+
+def test_an_interim_answer_is_skipped(serve: Callable[[Script], Server]) -> None:
+    server = serve(answering(b"HTTP/1.1 100 Continue\r\n\r\n" + OK, OK))
+    wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
+    assert wire.exchange("POST", "/a", {}, b"{}", 2, 2).body == b"{}"
+    assert wire.exchange("POST", "/b", {}, b"{}", 2, 2).body == b"{}"
+    assert server.connections == [0]
+
+
+@pytest.mark.parametrize("value", ["Bearer t\r\nX-Evil: 1", "Bearer t\n", "t\0"])
+def test_a_header_that_would_split_the_request_is_refused(value: str) -> None:
+    wire = Wire("http://127.0.0.1:9", None, None, keep=1)
+    with pytest.raises(WireError, match="'Authorization': contains a line break"):
+        wire.exchange("GET", "/", {"Authorization": value}, None, 2, 2)
 
 
 def test_connection_close_is_honoured(serve: Callable[[Script], Server]) -> None:
@@ -148,6 +213,13 @@ BROKEN = [
     ("a bad chunk size", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
      "not hexadecimal"),
     ("a bad length", b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n", "not a number"),
+    ("a length in other digits", "HTTP/1.1 200 OK\r\nContent-Length: ²\r\n\r\n".encode(),
+     "not a number"),
+    ("a negative chunk", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n",
+     "negative"),
+    ("closed inside the trailers",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n",
+     "inside an answer's trailers"),
 ]
 
 
