@@ -80,11 +80,12 @@ class _Connection:
         sent what nobody asked for); it must not carry a request."""
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return True
+        poller = select.poll()  # poll, not select: no limit on the descriptor's number
+        poller.register(self.sock, select.POLLIN)
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-        except (OSError, ValueError):
+            return bool(poller.poll(0))
+        except OSError:
             return True
-        return bool(readable)
 
 
 class Wire:
