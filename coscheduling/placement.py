@@ -243,6 +243,8 @@ class Placer:
         self._tables: LRUCache[Hashable, NodeTable] | None = (
             LRUCache(maxsize=signature_cache_size) if signature_cache_size > 0 else None)
         self._next_start = 0
+        # Filter plugin -> its place in the profile, for the failure a node reports first.
+        self._filter_order = {p.name: i for i, p in enumerate(framework.filter_plugins)}
 
     def table(self, signature: Hashable,
               unsigned: frozenset[str] = frozenset()) -> NodeTable | None:
@@ -333,9 +335,9 @@ class Placer:
                        state: CycleState, pod: Pod, info: NodeInfo) -> Status:
         """The failure run_filter would report: a left-out plugin ahead of the table's
         failing one in the profile's order fails first, if it fails."""
-        order = [p.name for p in self.framework.filter_plugins]
-        limit = order.index(failed.plugin) if failed.plugin in order else len(order)
-        earlier = [p for p in filters if order.index(p.name) < limit]
+        order = self._filter_order
+        limit = order.get(failed.plugin, len(order))
+        earlier = [p for p in filters if order[p.name] < limit]
         status = run_filters(earlier, state, pod, info) if earlier else SUCCESS
         return failed if status is SUCCESS else status
 

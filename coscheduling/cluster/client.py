@@ -136,15 +136,17 @@ class KubeClient:
             else:
                 response = self._pool.urlopen(method, self.host + path, **options)
         except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise ApiError(0, f"cannot reach the API server at {self.host}: {err}") from err
+            raise self._unreachable(err) from err
         if not stream and response.status >= 300:
             try:
-                answer = _json_or_empty(response.data)
+                data = response.data
             finally:
                 response.release_conn()
-            raise ApiError(response.status, answer.get("message") or response.reason or "",
-                           answer)
+            raise _refused(response.status, response.reason, data)
         return response
+
+    def _unreachable(self, err: Exception) -> ApiError:
+        return ApiError(0, f"cannot reach the API server at {self.host}: {err}")
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: Any = None, content_type: str = "application/json",
@@ -170,13 +172,10 @@ class KubeClient:
             reply = wire.exchange(method, self._prefix + path, headers, payload,
                                   CONNECT_TIMEOUT, timeout)
         except WireError as err:
-            raise ApiError(0, f"cannot reach the API server at {self.host}: {err}") from err
-        if reply.status < 300 and not answer:
-            return {}
-        decoded = _json_or_empty(reply.body)
+            raise self._unreachable(err) from err
         if reply.status >= 300:
-            raise ApiError(reply.status, decoded.get("message") or reply.reason or "", decoded)
-        return decoded
+            raise _refused(reply.status, reply.reason, reply.body)
+        return _json_or_empty(reply.body) if answer else {}
 
     def get(self, path: str, **query: Any) -> dict[str, Any]:
         return self.request("GET", path, query=query)
@@ -253,6 +252,12 @@ def _query_value(value: Any) -> str:
 def q(segment: str) -> str:
     """Quote one path segment."""
     return quote(segment, safe="")
+
+
+def _refused(status: int, reason: str | None, body: bytes | None) -> ApiError:
+    """The error for an answer of ``status`` >= 300: the server's message, else its reason."""
+    decoded = _json_or_empty(body)
+    return ApiError(status, decoded.get("message") or reason or "", decoded)
 
 
 def _json_or_empty(data: bytes | str | None) -> dict[str, Any]:

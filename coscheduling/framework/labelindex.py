@@ -101,7 +101,7 @@ class LabelIndex(Generic[_N]):
                 for pod, claim in _present(info):
                     value = pod.labels.get(key)
                     if value is not None:
-                        values.setdefault(value, {})[pod.key, info.name, claim] = (pod, info)
+                        _file(values, value, (pod.key, info.name, claim), (pod, info), 1)
         return values
 
 
