@@ -51,6 +51,8 @@ class PodEvents:
         if pod.node_name:
             s.cache.set_pod(pod)
             self._wake_affinity(pod)
+            if pod.group_key:
+                self._wake_parked_members(pod.group_key)
             return
         if not self._ours_pending(pod):
             return
@@ -62,6 +64,17 @@ class PodEvents:
             s.enqueue(pod)
         if pod.group_key and self._enough_members(pod.group_key):
             s.wake_group(pod.group_key)
+
+    def _wake_parked_members(self, group_key: str) -> None:
+        """A bound member counts toward minMember too. After a restart the pods list may
+        bring a pending member before its bound siblings: PreEnqueue parks it, and only a
+        sibling's arrival can move it, so a bound sibling's arrival must as well (or a gang
+        a crash left partly bound would wait forever). Only the gang's own pending members
+        are looked at: a restart delivers every bound pod this way."""
+        s = self.s
+        queued = (s.queue.get(m.key) for m in s.cache.group_pods(group_key) if not m.node_name)
+        if any(q is not None and q.held for q in queued) and self._enough_members(group_key):
+            s.wake_group(group_key)
 
     def _enough_members(self, group_key: str) -> bool:
         """A sibling's arrival helps parked members only once minMember members exist;

@@ -76,11 +76,7 @@ class SimCluster:
     # -- objects ---------------------------------------------------------------------------
     def add_node(self, name: str, cpu: str = "8", memory: str = "32Gi", pods: int = 110,
                  labels: Mapping[str, str] | None = None, **extra: str) -> Node:
-        alloc = {"cpu": cpu, "memory": memory, "pods": str(pods), **extra}
-        node = parse_node({"metadata": {"name": name, "uid": name, "resourceVersion": "1",
-                                        "labels": {"kubernetes.io/hostname": name,
-                                                   **(labels or {})}},
-                           "status": {"allocatable": alloc}})
+        node = node_record(name, cpu, memory, pods, labels, **extra)
         self.nodes.on_add(node)
         return node
 
@@ -97,12 +93,7 @@ class SimCluster:
         if max_schedule_time:
             spec["maxScheduleTime"] = max_schedule_time
         self._seq += 1
-        group = parse_podgroup({
-            "metadata": {"name": name, "namespace": namespace, "uid": f"g-{name}",
-                         "resourceVersion": str(self._seq),
-                         "creationTimestamp": created or _stamp(self._seq)},
-            "spec": spec,
-        })
+        group = group_record(name, namespace, spec, self._seq, created)
         self.groups.on_add(group)
         return group
 
@@ -118,15 +109,10 @@ class SimCluster:
         labels = {**(labels or {}), **({GROUP_LABEL: group} if group else {})}
         asked = dict(requests) if requests is not None else {"cpu": cpu, "memory": memory,
                                                              **extra}
-        pod = parse_pod({
-            "metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}",
-                         "labels": labels, "resourceVersion": str(self._seq),
-                         "annotations": dict(annotations or {}),
-                         "creationTimestamp": _stamp(self._seq)},
-            "spec": {**(spec or {}), "schedulerName": "batch-scheduler", "priority": priority,
-                     "preemptionPolicy": "Never" if never_preempt else "PreemptLowerPriority",
-                     "containers": [{"name": "c", "resources": {"requests": asked}}]},
-        })
+        pod = pod_record(name, namespace, self._seq, labels=labels, requests=asked, spec={
+            **(spec or {}), "priority": priority,
+            "preemptionPolicy": "Never" if never_preempt else "PreemptLowerPriority"},
+            annotations=annotations)
         self.pods.on_add(pod)
         return pod
 
@@ -293,6 +279,41 @@ class RecordingEvictor:
         for key in pending:
             self.sim.delete_pod(key)
         return bool(pending)
+
+
+def node_record(name: str, cpu: str = "8", memory: str = "32Gi", pods: int = 110,
+                labels: Mapping[str, str] | None = None, **extra: str) -> Node:
+    """A node as the nodes informer would deliver it."""
+    alloc = {"cpu": cpu, "memory": memory, "pods": str(pods), **extra}
+    return parse_node({"metadata": {"name": name, "uid": name, "resourceVersion": "1",
+                                    "labels": {"kubernetes.io/hostname": name,
+                                               **(labels or {})}},
+                       "status": {"allocatable": alloc}})
+
+
+def group_record(name: str, namespace: str, spec: Mapping[str, Any], seq: int,
+                 created: str = "") -> PodGroup:
+    """A PodGroup as its informer would deliver it (``seq`` orders creation times)."""
+    return parse_podgroup({
+        "metadata": {"name": name, "namespace": namespace, "uid": f"g-{name}",
+                     "resourceVersion": str(seq), "creationTimestamp": created or _stamp(seq)},
+        "spec": dict(spec),
+    })
+
+
+def pod_record(name: str, namespace: str, seq: int, *, labels: Mapping[str, str],
+               requests: Mapping[str, str], spec: Mapping[str, Any] | None = None,
+               annotations: Mapping[str, str] | None = None) -> Pod:
+    """A pod of this scheduler as the pods informer would deliver it; ``spec`` adds fields
+    (``nodeName`` makes it a bound pod)."""
+    return parse_pod({
+        "metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}",
+                     "labels": dict(labels), "resourceVersion": str(seq),
+                     "annotations": dict(annotations or {}),
+                     "creationTimestamp": _stamp(seq)},
+        "spec": {**(spec or {}), "schedulerName": "batch-scheduler",
+                 "containers": [{"name": "c", "resources": {"requests": dict(requests)}}]},
+    })
 
 
 def _stamp(seq: int) -> str:
