@@ -106,9 +106,14 @@ def _mutated(rng: random.Random, text: str) -> str:
 
 
 def generated(seed: int, count: int) -> Iterator[str]:
-    """The known forms, then ``count`` strings from the grammar, a third of them mutated."""
+    """The known forms, every character of the Basic Multilingual Plane before and after a
+    quantity (which ones are trimmed as space), then ``count`` strings from the grammar, a
+    third of them mutated."""
     rng = random.Random(seed)
     yield from KNOWN
+    for char in map(chr, range(0x10000)):
+        if not "\ud800" <= char <= "\udfff":  # surrogates are not text
+            yield from (char + "1k", "1Ki" + char)
     for _ in range(count):
         text = _number(rng) + _suffix(rng)
         yield _spaced(rng, _mutated(rng, text) if rng.random() < 0.33 else text)
