@@ -37,11 +37,11 @@ _NANO = Decimal("1e-9")
 _BINARY_CAP = Decimal(2**63 - 1)
 # Arithmetic on quantities never rounds: every digit the API server keeps is kept here.
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
-# Amounts are exact integers up to this many digits. Python prints integers of up to 4300
-# digits (messages, status); 1000 leaves room for sums of many amounts, and no real resource
-# comes near. Beyond it (the API server takes "1e999999"), the amount is refused, never
-# wrapped or capped.
-MAX_DIGITS = 1000
+# Amounts are exact integers up to this many digits, far beyond int64's 19. Scores and
+# metrics take them through float (at most about 1.8e308), and sums of many amounts must
+# stay below that: 200 digits leave 10^100 of room. Beyond it (the API server takes
+# "1e999"), an amount is refused, never wrapped or capped.
+MAX_DIGITS = 200
 
 
 class QuantityError(ValueError):
