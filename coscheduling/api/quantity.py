@@ -97,14 +97,13 @@ def _exponent(value: str, suffix: str) -> int:
 
 
 def _shown(value: object, limit: int = 60) -> str:
-    """``value`` for a message: its repr cut short (a tenant's string can be long), or its
-    type for containers (which may nest too deep to print)."""
+    """``value`` for a message: its repr cut short (a tenant's string can be long), or what
+    it is for containers (which may nest too deep to print) and long ints."""
     if not isinstance(value, str | int | float | None):
         return f"a {type(value).__name__}"
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long for Python to print
-        text = f"an int of {value.bit_length() if isinstance(value, int) else 0} bits"
+    if isinstance(value, int) and value.bit_length() > 4 * limit:
+        return f"an int of {value.bit_length()} bits"
+    text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
 
 
