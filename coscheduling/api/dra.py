@@ -13,10 +13,10 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 from typing import Any
 
-from coscheduling.api.quantity import QuantityError, parse_quantity
+from coscheduling.api.quantity import QuantityError, parse_quantity, scaled_units
 from coscheduling.api.selectors import NodeSelectorTerm, parse_affinity_terms
 
 GROUP_VERSION = "resource.k8s.io/v1"
@@ -46,8 +46,9 @@ def _list(value: object, where: str) -> list[Any]:
 
 
 def quantity_value(amount: Decimal) -> dict[str, Any]:
-    """A quantity as CEL sees it: milli-units, rounded up."""
-    return {QUANTITY: int((amount * 1000).to_integral_value(rounding=ROUND_CEILING))}
+    """A quantity as CEL sees it: milli-units, rounded up (QuantityError beyond
+    quantity.MAX_DIGITS)."""
+    return {QUANTITY: scaled_units(amount, 1000)}
 
 
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -162,10 +163,10 @@ def _device(raw: object, driver: str, pool: str, where: str) -> Device:
     for key, value in _mapping(spec.get("capacity")).items():
         domain, short = _qualified(str(key), driver)
         try:
-            amount = parse_quantity(_mapping(value).get("value"))
+            amount = quantity_value(parse_quantity(_mapping(value).get("value")))
         except QuantityError as err:
             raise ValueError(f"{where}.capacity[{key}].value: {err}") from None
-        capacity.setdefault(domain, {})[short] = quantity_value(amount)
+        capacity.setdefault(domain, {})[short] = amount
     unusable = next((f"{where}.{f}" for f in _UNUSABLE_FIELDS if spec.get(f)), "")
     return Device(driver, pool, name, attributes, capacity, unusable)
 

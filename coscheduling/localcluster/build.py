@@ -9,6 +9,7 @@ knob ($COSCHEDULING_KUBERNETES_VERSION): one wrapper module per release under go
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -35,6 +36,7 @@ __all__ = [
     "cache_dir",
     "ensure_binaries",
     "ensure_helm",
+    "ensure_quantitycheck",
     "exclusive_lock",
     "find_go",
     "kubernetes_ldflags",
@@ -310,12 +312,31 @@ def ensure_helm(log: Log = _default_log) -> Path:
     """The helm client (for the chart's tests), built once from Go modules like the control
     plane: no release archive is downloaded."""
     out = cache_dir() / "bin" / f"helm-v{HELM_VERSION}" / "helm"
-    if _is_built(out):
-        return out
-    go = find_go(f"helm v{HELM_VERSION}", out.parent)
     stamp = f"-s -w -X {HELM_MODULE}/internal/version.version=v{HELM_VERSION}"
     target = _Target("helm", f"{HELM_MODULE}/cmd/helm", "helm", HELM_VERSION, out, stamp)
-    with exclusive_lock(cache_dir() / "bin" / ".build.lock", log):
-        if not _is_built(out):
-            _build(go, target, log)
-    return out
+    return _ensure_tool(target, log)
+
+
+APIMACHINERY_MODULE = "k8s.io/apimachinery"
+
+
+def ensure_quantitycheck(log: Log = _default_log) -> Path:
+    """The API server's own quantity parser as a command (gomod/quantitycheck), for the
+    differential test of coscheduling.api.quantity. Built once like the control plane; the
+    cache key holds apimachinery's version and a hash of the module, so an edit rebuilds."""
+    source = GOMOD_DIR / "quantitycheck"
+    version = required_version(source / "go.mod", APIMACHINERY_MODULE)
+    files = sorted(path for path in source.iterdir() if path.is_file())
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
+    out = cache_dir() / "bin" / f"quantitycheck-v{version}-{digest}" / "quantitycheck"
+    return _ensure_tool(_Target("quantitycheck", ".", source.name, version, out, "-s -w"), log)
+
+
+def _ensure_tool(target: _Target, log: Log) -> Path:
+    """``target.out``, built first (under the build lock) when it is missing."""
+    if not _is_built(target.out):
+        go = find_go(f"{target.name} v{target.version}", target.out.parent)
+        with exclusive_lock(cache_dir() / "bin" / ".build.lock", log):
+            if not _is_built(target.out):
+                _build(go, target, log)
+    return target.out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -235,3 +236,21 @@ def test_waits_for_a_concurrent_build_and_reuses_its_result(cache: Path, fake_go
         "k8s.io/kubernetes/cmd/kube-controller-manager",
         "k8s.io/kubernetes/cmd/kube-scheduler",
     ]
+
+
+def test_quantitycheck_is_built_once_and_rebuilt_when_its_module_changes(
+    cache: Path, fake_go: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gomod = tmp_path / "gomod"
+    shutil.copytree(build.GOMOD_DIR / "quantitycheck", gomod / "quantitycheck")
+    monkeypatch.setattr(build, "GOMOD_DIR", gomod)
+    first = build.ensure_quantitycheck(log=lambda _: None)
+    assert first.is_relative_to(cache / "bin") and first.name == "quantitycheck"
+    assert build.ensure_quantitycheck(log=lambda _: None) == first
+    assert len(_calls(fake_go)) == 1
+    (gomod / "quantitycheck" / "main.go").write_text("package main\n\nfunc main() {}\n")
+    second = build.ensure_quantitycheck(log=lambda _: None)
+    assert second != first
+    calls = _calls(fake_go)
+    assert len(calls) == 2 and calls[1]["cwd"] == str(gomod / "quantitycheck")
+    assert calls[1]["args"][-1] == "."

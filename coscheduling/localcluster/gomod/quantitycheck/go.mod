@@ -1,0 +1,16 @@
+// Wrapper module: a parser of quantities from the same k8s.io/apimachinery as the control
+// plane (gomod/kubernetes-1.37), for the differential test of coscheduling.api.quantity.
+module coscheduling.local/quantitycheck
+
+go 1.26.0
+
+require (
+	gopkg.in/inf.v0 v0.9.1
+	k8s.io/apimachinery v0.37.2
+)
+
+require (
+	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
+	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
+)
