@@ -9,8 +9,8 @@ that may match are found here by that value, and only they are checked in full.
 A label key is indexed from the first time a selector asks for it (one pass over the
 nodes), then kept current by the node records as pods come and go: clusters whose pods
 carry no such selectors pay nothing for it. Read-only questions (gRPC Filter, Score,
-Simulate) ask inside :meth:`LabelIndex.scratch`, so the keys of pods that may not exist do
-not stay.
+Simulate) drop the keys they added when they end (:meth:`LabelIndex.forget_keys_but`), so the
+keys of pods that may not exist do not stay.
 
 The pods that carry pod affinity are kept by their (distinct) affinity, so the terms of
 pods already placed are matched once per distinct affinity, not once per pod.
@@ -19,7 +19,6 @@ pods already placed are matched once per distinct affinity, not once per pod.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from itertools import chain
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
@@ -71,18 +70,12 @@ class LabelIndex(Generic[_N]):
         """The label keys indexed now."""
         return frozenset(self._keys)
 
-    @contextmanager
-    def scratch(self) -> Iterator[None]:
-        """Label keys first asked for inside the block are dropped at its end: a read-only
-        question about a pod that may not exist must not leave keys that every later
-        placement keeps current. Keys indexed before the block stay (nothing else changes
-        for the scheduling loop); under the cache lock."""
-        kept = set(self._keys)
-        try:
-            yield
-        finally:
-            for key in [k for k in self._keys if k not in kept]:
-                del self._keys[key]
+    def forget_keys_but(self, kept: frozenset[str]) -> None:
+        """Stop indexing every key not in ``kept`` (one is indexed again when next asked
+        for): a read-only question about a pod that may not exist must not leave keys that
+        every later placement keeps current. Under the cache lock."""
+        for key in [k for k in self._keys if k not in kept]:
+            del self._keys[key]
 
     def affinities(self) -> Iterator[tuple[PodAffinity, Iterable[_Entry[_N]]]]:
         """Each distinct pod affinity of the pods on node records, with those pods."""

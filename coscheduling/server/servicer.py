@@ -470,13 +470,19 @@ class SchedulingServicer:
 def read_only(scheduler: Scheduler) -> Iterator[None]:
     """A read-only call's view of the shared label index: the label keys it asks for (its
     pod may be made up, with any selector) are dropped when it ends, so no later placement
-    keeps them current. The scheduling loop's keys stay as they are."""
-    info = next(iter(scheduler.cache.nodes()), None)  # every node record shares the index
-    if info is None:
+    keeps them current. Keys indexed before stay. The lock is taken here (Simulate lets it
+    go between its steps); a key the loop first asks for meanwhile is indexed again later."""
+    lock = scheduler.cache.lock
+    with lock:
+        info = next(iter(scheduler.cache.nodes()), None)  # every node record shares the index
+        index = info.label_index if info is not None else None
+        kept = index.keys() if index is not None else frozenset()
+    try:
         yield
-        return
-    with info.label_index.scratch():
-        yield
+    finally:
+        if index is not None:
+            with lock:
+                index.forget_keys_but(kept)
 
 
 Verdict = TypeVar("Verdict", pb.PermitResponse, pb.ScheduleResponse)

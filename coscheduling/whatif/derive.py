@@ -239,17 +239,16 @@ def _volcano_job(job: Json, namespace: str) -> Derived:
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         raise ManifestError("spec.tasks", "a Volcano Job needs at least one task")
+    entries = [_mapping(raw, f"spec.tasks[{index}]") for index, raw in enumerate(tasks)]
+    counts = [_count({"spec": task}, "spec.replicas", 1, shown=f"spec.tasks[{index}].replicas")
+              for index, task in enumerate(entries)]
+    _within_cap(counts, "spec.tasks[].replicas")
     pods: list[Json] = []
     minimums: dict[str, int] = {}
     parts = []
-    _within_cap([_count({"spec": _mapping(raw, f"spec.tasks[{index}]")}, "spec.replicas", 1,
-                        shown=f"spec.tasks[{index}].replicas")
-                 for index, raw in enumerate(tasks)], "spec.tasks[].replicas")
-    for index, raw in enumerate(tasks):
+    for index, (task, count) in enumerate(zip(entries, counts, strict=True)):
         path = f"spec.tasks[{index}]"
-        task = _mapping(raw, path)
         task_name = str(task.get("name") or f"task{index}")
-        count = _count({"spec": task}, "spec.replicas", 1, shown=f"{path}.replicas")
         if "minAvailable" in task:
             minimums[task_name] = _count({"spec": task}, "spec.minAvailable", 1,
                                          shown=f"{path}.minAvailable")
