@@ -15,11 +15,14 @@ import grpc
 import pytest
 import yaml
 
+from coscheduling.api.pods import parse_pod
 from coscheduling.localcluster.certs import _self_or_ca_signed
 from coscheduling.server import GrpcSettings, build_server
+from coscheduling.server.auth import Authorizer
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc
 from coscheduling.server.servicer import SchedulingServicer
+from coscheduling.whatif import derive as derive_module
 from coscheduling.whatif.derive import MAX_DEPTH, MAX_PODS, derive
 from coscheduling.whatif.simulate import simulate
 from tests.simulation import SimCluster
@@ -132,6 +135,11 @@ def test_an_identity_limited_to_a_namespace_is_refused_elsewhere(
         assert code == "PERMISSION_DENIED"
         assert "may not act in namespace 'b'" in details, details
         assert "URI:spiffe://example/team-a" in details
+    code, details = _refusal(lambda: stub.Simulate(pb.SimulateRequest(
+        manifest=_job(1), namespace="b"), timeout=30))
+    assert (code, "may not act in namespace 'b'" in details) == ("PERMISSION_DENIED", True)
+    assert stub.Simulate(pb.SimulateRequest(manifest=_job(1), namespace="a"), timeout=30) \
+        .verdict == pb.Verdict.Value("FITS_NOW")
     assert not sim.scheduler.cache.is_assumed("b/p")
     answer = stub.Reserve(pb.ReserveRequest(pod=_ref("a"), node_name="n1"), timeout=5)
     assert answer.status.code == 0 and sim.scheduler.cache.is_assumed("a/p")
@@ -349,7 +357,50 @@ def test_the_longest_cache_lock_hold_of_a_2000_pod_simulate(sim: SimCluster) -> 
 
 
 def test_a_manifest_is_read_with_libyaml_when_present() -> None:
-    from coscheduling.whatif import derive as module
-    assert module._LOADER is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert derive_module._LOADER is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     assert yaml.__with_libyaml__  # the pinned wheels carry it
     assert derive(_job(3)).source == "Job default/j (3 pods at once)"
+
+
+class _Context:
+    """What WatchDecisions reads of a call: the caller's certificate names."""
+
+    def __init__(self, uri: str) -> None:
+        self._uri = uri
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {"peer_uri": [self._uri.encode()]}
+
+    def add_callback(self, callback: Any) -> None:
+        return None
+
+    def send_initial_metadata(self, metadata: Any) -> None:
+        return None
+
+
+def test_a_decision_stream_carries_only_the_callers_namespaces(sim: SimCluster) -> None:
+    authorizer = Authorizer.of([], ["URI:spiffe://x/a"], enforced=True,
+                               namespaces={"URI:spiffe://x/a": ["a"]})
+    servicer = SchedulingServicer(sim.scheduler, authorizer=authorizer)
+    stream = servicer.WatchDecisions(pb.WatchDecisionsRequest(), _Context("spiffe://x/a"))
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(
+        f"{d.pod.namespace}/{d.pod.name}" for d in stream), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 10
+    while not servicer._streams and time.monotonic() < deadline:
+        time.sleep(0.005)
+    waiting = sim.scheduler.waiting_pods
+    for namespace in ("b", "a"):
+        pod = parse_pod({"metadata": {"namespace": namespace, "name": "p", "uid": namespace}})
+        waiting.add(pod, "n1", 60.0, {"Coscheduling"})
+        waiting.allow(pod.key, "Coscheduling")
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.005)
+    servicer.close()
+    reader.join(5)
+    assert seen == ["a/p"]
+    with pytest.raises(Exception) as err:
+        next(servicer.WatchDecisions(pb.WatchDecisionsRequest(
+            group=pb.ObjectKey(namespace="b", name="g")), _Context("spiffe://x/a")))
+    assert "may not act in namespace 'b'" in str(err.value)
