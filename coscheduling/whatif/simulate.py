@@ -2,10 +2,13 @@
 not exist, on the cluster as its cache shows it.
 
 The derived gang's pods and group are put into the cache and listers under names no real
-object can have (``~whatif``) for the length of one locked call, and taken out again before
+object can have (``~whatif``) for the length of each locked step, and taken out again before
 the lock is released: every plugin sees them as it would see the real gang, and nothing
-outside the call ever does. The gang plugin's trial drops every claim it made and forgets
-the gang; nothing is written to the API server, evicted, frozen or counted.
+outside the step ever does. The steps (the trial, the trial on the empty cluster, the
+shortfall) each take the lock on their own, so the scheduling loop places pods between
+them; an answer may then mix cluster states a placement apart, as any what-if may. The
+gang plugin's trial drops every claim it made and forgets the gang; nothing is written to
+the API server, evicted, frozen or counted.
 
 Answers, in order: fits now (on which nodes, in which domain); fits after preempting
 (which pods); fits after its queue reclaims what others borrowed (which pods); fits once the
