@@ -120,10 +120,8 @@ class Authorizer:
                                "the client certificate names no DNS or URI subject "
                                "alternative name and no common name")
         allowed = self.mutating if rpc in MUTATING_RPCS else self.read_only | self.mutating
-        granted = names & allowed
+        granted = names & allowed | ({ANY_CLIENT} & allowed)  # '*' may have a reach too
         identity = ",".join(sorted(names))
-        if ANY_CLIENT in allowed:
-            return Caller(identity, None)
         if granted:
             return Caller(identity, self._reach(granted))
         which = "grpc.mutatingClients" if rpc in MUTATING_RPCS else \

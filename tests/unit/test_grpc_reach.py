@@ -362,6 +362,21 @@ def test_a_manifest_is_read_with_libyaml_when_present() -> None:
     assert derive(_job(3)).source == "Job default/j (3 pods at once)"
 
 
+@pytest.mark.parametrize(("mutating", "namespaces", "uri", "reach"), [
+    (["*"], {}, "spiffe://x/a", None),
+    (["*"], {"*": ["a"]}, "spiffe://x/a", {"a"}),
+    (["*", "URI:spiffe://x/a"], {"*": ["a"]}, "spiffe://x/a", None),  # named: everywhere
+    (["URI:spiffe://x/a", "URI:spiffe://x/b"], {"URI:spiffe://x/a": ["a"]}, "spiffe://x/b",
+     None),
+])
+def test_a_callers_reach_is_what_its_granting_entries_give(
+        mutating: list[str], namespaces: dict[str, list[str]], uri: str,
+        reach: set[str] | None) -> None:
+    authorizer = Authorizer.of([], mutating, enforced=True, namespaces=namespaces)
+    caller = authorizer.caller("Reserve", _Context(uri))
+    assert caller.namespaces == (None if reach is None else frozenset(reach))
+
+
 class _Context:
     """What WatchDecisions reads of a call: the caller's certificate names."""
 
