@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from coscheduling.cache import Cache
     from coscheduling.cluster.reporter import Reporter
     from coscheduling.framework.metrics import SchedulerMetrics
+    from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.runtime import Framework
     from coscheduling.placement import Placer
     from coscheduling.queue import Activator, SchedulingQueue
@@ -81,6 +82,15 @@ class Cycles:
         if info is None or not self._fw.run_filter(state, pod, info).ok:
             return ""
         return claimed
+
+    def reserve_chosen(self, state: CycleState, pod: Pod, info: NodeInfo) -> Status:
+        """Reserve ``pod`` on a node its caller chose (no selection ran): the node's Filter
+        first, as the loop filters every node it places on, so no caller can put a pod
+        where it does not fit; refused with Filter's status, nothing held."""
+        status = self._fw.run_filter(state, pod, info)
+        if not status.ok:
+            return status
+        return self.reserve(state, pod, info.name, popped=False)
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str, *,
                 popped: bool) -> Status:

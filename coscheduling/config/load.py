@@ -23,6 +23,7 @@ from coscheduling.config.errors import (
     as_str,
     reject_unknown,
 )
+from coscheduling.config.identities import identity_forms
 from coscheduling.config.types import (
     API_VERSION,
     EXTENSION_POINTS,
@@ -151,19 +152,41 @@ def _client(raw: object) -> ClientConnection:
 
 def _grpc(raw: object) -> GrpcPolicy:
     section = as_mapping(raw, "grpc")
-    reject_unknown(section, {"readOnlyClients", "mutatingClients", "reservationTimeout"},
-                   "grpc")
-    lists = {}
-    for key in ("readOnlyClients", "mutatingClients"):
-        names = tuple(as_str(item, f"grpc.{key}[{index}]")
-                      for index, item in enumerate(as_list(section.get(key), f"grpc.{key}")))
-        for index, name in enumerate(names):
-            if not name.strip():
-                raise ConfigError(f"grpc.{key}[{index}]", "must be a certificate identity "
-                                  "(common name or subject alternative name), or '*'")
-        lists[key] = names
+    reject_unknown(section, {"readOnlyClients", "mutatingClients", "reservationTimeout",
+                             "clientNamespaces", "simulatesPerMinute"}, "grpc")
+    lists = {key: _identities(section.get(key), f"grpc.{key}")
+             for key in ("readOnlyClients", "mutatingClients")}
+    reach = as_mapping(section.get("clientNamespaces"), "grpc.clientNamespaces")
+    namespaces = {}
+    for identity, spaces in reach.items():
+        path = f"grpc.clientNamespaces[{identity}]"
+        if identity not in (*lists["readOnlyClients"], *lists["mutatingClients"]):
+            raise ConfigError(path, "not in grpc.readOnlyClients or grpc.mutatingClients")
+        namespaces[identity] = tuple(as_str(ns, f"{path}[{i}]")
+                                     for i, ns in enumerate(as_list(spaces, path)))
+        if not namespaces[identity] or not all(n.strip() for n in namespaces[identity]):
+            raise ConfigError(path, "list the namespaces it may act in (leave the identity "
+                                    "out to let it act in every namespace)")
     timeout = _seconds(section.get("reservationTimeout", "60s"), "grpc.reservationTimeout")
-    return GrpcPolicy(lists["readOnlyClients"], lists["mutatingClients"], timeout)
+    rate = as_int(section.get("simulatesPerMinute", GrpcPolicy().simulates_per_minute),
+                  "grpc.simulatesPerMinute", minimum=1)
+    return GrpcPolicy(lists["readOnlyClients"], lists["mutatingClients"], timeout, namespaces,
+                      rate)
+
+
+def _identities(raw: object, path: str) -> tuple[str, ...]:
+    """A list of client identities, each typed or refused naming why (config/identities)."""
+    names = tuple(as_str(item, f"{path}[{index}]")
+                  for index, item in enumerate(as_list(raw, path)))
+    for index, name in enumerate(names):
+        if not name.strip():
+            raise ConfigError(f"{path}[{index}]", "must be a certificate identity "
+                              "(DNS:<name>, URI:<uri>, CN:<name>), or '*'")
+        try:
+            identity_forms(name)
+        except ValueError as err:
+            raise ConfigError(f"{path}[{index}]", str(err)) from None
+    return names
 
 
 def _seconds(value: object, path: str) -> float:
@@ -328,7 +351,8 @@ def dump_defaults() -> dict[str, Any]:
         "leaderElection": {"leaderElect": False, "leaseDuration": "15s",
                            "renewDeadline": "10s", "retryPeriod": "2s",
                            "resourceNamespace": "kube-system"},
-        "grpc": {"readOnlyClients": [], "mutatingClients": [], "reservationTimeout": "60s"},
+        "grpc": {"readOnlyClients": [], "mutatingClients": [], "reservationTimeout": "60s",
+                 "clientNamespaces": {}, "simulatesPerMinute": GrpcPolicy().simulates_per_minute},
         "plugins": {point: {"enabled": [{"name": n, **({"weight": w} if point == "score" else {})}
                                         for n, w in DEFAULT_PLUGINS[point]]}
                     for point in EXTENSION_POINTS},

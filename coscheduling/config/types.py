@@ -42,6 +42,9 @@ class GrpcPolicy:
     read_only_clients: tuple[str, ...] = ()
     mutating_clients: tuple[str, ...] = ()
     reservation_timeout: float = 60.0
+    # Identity -> the namespaces it may act in; an identity not named acts in every one.
+    client_namespaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    simulates_per_minute: int = 30  # what-if calls per caller and minute
 
 
 @dataclass(frozen=True)

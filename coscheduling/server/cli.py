@@ -138,6 +138,8 @@ def settings_from(args: argparse.Namespace, policy: GrpcPolicy) -> GrpcSettings:
                             client_ca=args.client_ca, reflection=args.reflection,
                             read_only_clients=policy.read_only_clients,
                             mutating_clients=policy.mutating_clients,
+                            client_namespaces=policy.client_namespaces,
+                            simulates_per_minute=policy.simulates_per_minute,
                             reservation_timeout=policy.reservation_timeout,
                             insecure_remote=args.insecure_remote)
     settings.validate()

@@ -39,6 +39,7 @@ class RemoteCycle:
     permit: Status | None = None  # what Permit answered
     decision: Status | None = None  # what became of it while it waited
     touched: float = 0.0  # the last call about it, or its decision (RemoteCycles.clock)
+    owner: str = ""  # the caller that reserved it (its identity): only it may go on or undo
 
     @property
     def waiting(self) -> bool:

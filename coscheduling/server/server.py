@@ -19,9 +19,9 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -30,7 +30,13 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coscheduling.server.auth import LEADER_ONLY_RPCS, UNIX_PREFIX, Authorizer, is_local
+from coscheduling.config.identities import identity_forms
+from coscheduling.server.auth import (
+    LEADER_ONLY_RPCS,
+    UNIX_PREFIX,
+    Authorizer,
+    is_local,
+)
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.servicer import SERVICE_NAME, SchedulingServicer
 from coscheduling.server.wire import RequestError, invalid, shown
@@ -43,6 +49,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 INSECURE_FLAG = "--insecure-expose-grpc-without-mtls"
+DEFAULT_SIMULATES_PER_MINUTE = 30
 MAX_STATUS = 1024  # characters of an error message sent back (the metadata limit is 8 KiB)
 
 
@@ -68,6 +75,11 @@ class GrpcSettings:
     # grpc.mutatingClients), checked on every call under mutual TLS.
     read_only_clients: tuple[str, ...] = ()
     mutating_clients: tuple[str, ...] = ()
+    # Identity -> the namespaces it may act in (configuration: grpc.clientNamespaces); an
+    # identity not named here acts in every namespace.
+    client_namespaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # What-if calls one caller may make per minute (configuration: grpc.simulatesPerMinute).
+    simulates_per_minute: int = DEFAULT_SIMULATES_PER_MINUTE
     # A reservation no call has touched for this long is released (configuration:
     # grpc.reservationTimeout); a pod waiting at Permit is under its gang's timeout instead.
     reservation_timeout: float = 60.0
@@ -81,7 +93,7 @@ class GrpcSettings:
 
     def authorizer(self) -> Authorizer:
         return Authorizer.of(self.read_only_clients, self.mutating_clients,
-                             enforced=self.mutual_tls)
+                             enforced=self.mutual_tls, namespaces=self.client_namespaces)
 
     def validate(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -102,6 +114,15 @@ class GrpcSettings:
             raise ValueError("grpc.readOnlyClients and grpc.mutatingClients name client "
                              "certificates: they need mutual TLS (--tls-cert, --tls-key, "
                              "--client-ca)")
+        for name in (*self.read_only_clients, *self.mutating_clients, *self.client_namespaces):
+            identity_forms(name)  # ValueError naming a type that never authorizes
+        strangers = set(self.client_namespaces) - {*self.read_only_clients,
+                                                   *self.mutating_clients}
+        if strangers:
+            raise ValueError(f"grpc.clientNamespaces names {', '.join(sorted(strangers))}, "
+                             "not in grpc.readOnlyClients or grpc.mutatingClients")
+        if self.simulates_per_minute <= 0:
+            raise ValueError("simulates_per_minute must be positive")
         if self.reservation_timeout <= 0:
             raise ValueError("reservation_timeout must be positive")
         if self.max_message_bytes <= 0:
@@ -406,7 +427,8 @@ def build_server(scheduler: Scheduler, service_synced: Callable[[], bool],
     authorizer = settings.authorizer()
     servicer = SchedulingServicer(scheduler, settings.max_streams,
                                   reservation_timeout=settings.reservation_timeout,
-                                  authorizer=authorizer)
+                                  authorizer=authorizer,
+                                  simulates_per_minute=settings.simulates_per_minute)
     handlers = _method_handlers(servicer, authorizer, leadership)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME,
                                                                           handlers),))

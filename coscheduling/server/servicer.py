@@ -12,6 +12,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -20,11 +21,13 @@ from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState
 from coscheduling.framework.interfaces import GangReporter, GangSummary
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.framework.waiting import MAX_UNREAD
-from coscheduling.server.auth import Authorizer
+from coscheduling.server.auth import Authorizer, Caller
 from coscheduling.server.gen import scheduling_pb2 as pb
+from coscheduling.server.ratelimit import PerCaller
 from coscheduling.server.remote import RemoteCycle, remote_cycles
 from coscheduling.server.whatif import answer_pb
 from coscheduling.server.wire import (
+    PodArg,
     RequestError,
     invalid,
     node_name,
@@ -36,7 +39,7 @@ from coscheduling.server.wire import (
     resolve_nodes,
     status_pb,
 )
-from coscheduling.whatif.derive import ManifestError
+from coscheduling.whatif.derive import ManifestError, derive
 from coscheduling.whatif.simulate import NoSimulator, simulate
 
 if TYPE_CHECKING:
@@ -57,8 +60,10 @@ class SchedulingServicer:
     def __init__(self, scheduler: Scheduler, max_streams: int = 16, *,
                  reservation_timeout: float = 60.0,
                  clock: Callable[[], float] | None = None,
-                 authorizer: Authorizer | None = None) -> None:
+                 authorizer: Authorizer | None = None,
+                 simulates_per_minute: int = 30) -> None:
         self._s = scheduler
+        self._simulates = PerCaller(simulates_per_minute)
         self._max_streams = max_streams
         self._authorizer = authorizer or Authorizer.of((), (), enforced=False)
         self._reservation_timeout = reservation_timeout
@@ -72,10 +77,18 @@ class SchedulingServicer:
         self._streams_lock = threading.Lock()
         self._closing = False
 
+    def _caller(self, rpc: str, context: Any, arg: PodArg) -> Caller:
+        """The caller of ``rpc``, refused unless ``arg``'s namespace is within its reach."""
+        caller = self._authorizer.caller(rpc, context)
+        caller.check_namespace(arg.namespace, f"{arg.field}.namespace")
+        return caller
+
     # -- the same answer the loop would get ------------------------------------------------
     def Less(self, request: Any, context: Any) -> pb.LessResponse:
         a, b = read_pod(request, "a"), read_pod(request, "b")
-        with self._lock:
+        caller = self._caller("Less", context, a)
+        caller.check_namespace(b.namespace, "b")
+        with self._lock, read_only(self._s):
             less = self._fw.queue_sort.less(a.resolve(self._s, watched=False),
                                             b.resolve(self._s, watched=False))
         return pb.LessResponse(less=less)
@@ -85,6 +98,7 @@ class SchedulingServicer:
         preempts for it. So it acts only on the watched pod (a pod_json names which one, and
         its uid, when given, must match); a pod the watch has not seen is refused."""
         arg = read_pod(request, "pod")
+        self._caller("PreFilter", context, arg)
         with self._lock:
             status = self._fw.run_pre_filter(CycleState(), arg.resolve(self._s, watched=True))
         return pb.PreFilterResponse(status=status_pb(status))
@@ -93,7 +107,8 @@ class SchedulingServicer:
         """Filter plugins need no PreFilter state to be right (they compute what is missing),
         so a fresh CycleState gives the loop's answer without PreFilter's side effects."""
         arg = read_pod(request, "pod")
-        with self._lock:
+        self._caller("Filter", context, arg)
+        with self._lock, read_only(self._s):
             pod = arg.resolve(self._s, watched=False)
             nodes = resolve_nodes(self._s, request.node_names, "node_names")
             state = CycleState()
@@ -103,7 +118,8 @@ class SchedulingServicer:
 
     def Score(self, request: Any, context: Any) -> pb.ScoreResponse:
         arg = read_pod(request, "pod")
-        with self._lock:
+        self._caller("Score", context, arg)
+        with self._lock, read_only(self._s):
             pod = arg.resolve(self._s, watched=False)
             state = CycleState()
             if request.node_names:
@@ -117,23 +133,31 @@ class SchedulingServicer:
 
     # -- a cycle the caller drives ----------------------------------------------------------
     def Reserve(self, request: Any, context: Any) -> pb.ReserveResponse:
+        """The node's Filter first (the loop's own filters): a node the pod does not fit is
+        refused with Filter's status, and nothing is held."""
         arg = read_pod(request, "pod")
+        caller = self._caller("Reserve", context, arg)
         with self._lock:
             pod = arg.resolve(self._s, watched=True)
             node = resolve_node(self._s, request.node_name, "node_name")
-            held = self._held(pod, node.name)
+            held = self._held(pod, node.name, caller)
             if held is not None:
                 held.touched = self._cycles.clock()
                 return pb.ReserveResponse(status=status_pb(SUCCESS))  # a retried Reserve
-            cycle = RemoteCycle(pod, node.name, touched=self._cycles.clock())
-            status = self._reserve(cycle)
+            cycle = RemoteCycle(pod, node.name, touched=self._cycles.clock(),
+                                owner=caller.identity)
+            status = self._s.cycles.reserve_chosen(cycle.state, pod, node)
+            if status.ok:
+                self._cycles.add(cycle)
         return pb.ReserveResponse(status=status_pb(status))
 
     def Permit(self, request: Any, context: Any) -> pb.PermitResponse:
         arg = read_pod(request, "pod")
         node = node_name(request)
+        caller = self._caller("Permit", context, arg)
         with self._lock:
             cycle = self._reserved(arg.resolve(self._s, watched=True), node)
+            _check_owner(cycle, caller, "Permit")
             if cycle.permit is not None:
                 raise precondition("pod", f"Permit was already called for pod {cycle.pod.key} "
                                           f"(it answered {cycle.permit.code.name})")
@@ -145,14 +169,16 @@ class SchedulingServicer:
         them) in one call; a pod that cannot be placed keeps nothing: a Permit that refuses
         it is undone at once, as Unreserve would."""
         arg = read_pod(request, "pod")
+        caller = self._caller("Schedule", context, arg)
         with self._lock:
             pod = arg.resolve(self._s, watched=True)
-            self._held(pod, None)
+            self._held(pod, None, caller)
             state = CycleState()
-            selected = self._s.cycles.select(state, pod)
+            selected = self._s.cycles.select(state, pod)  # Filter ran on the node it chose
             if selected.node is None:
                 return _refused(selected.status, selected.failures)
-            cycle = RemoteCycle(pod, selected.node, state, touched=self._cycles.clock())
+            cycle = RemoteCycle(pod, selected.node, state, touched=self._cycles.clock(),
+                                owner=caller.identity)
             status, timeout = self._reserve(cycle), 0.0
             if status.ok:
                 status, timeout = self._permit(cycle)
@@ -162,14 +188,15 @@ class SchedulingServicer:
                 return _refused(status)
         return _verdict(pb.ScheduleResponse(node_name=cycle.node_name), status, timeout)
 
-    def _held(self, pod: Pod, node: str | None) -> RemoteCycle | None:
-        """Whether ``pod`` may be reserved (under the cache lock): its own reservation on
-        ``node`` is returned (a retried call); a replaced pod's is undone; any other, and a
-        bound, deleted or loop-assumed pod, is refused naming why."""
+    def _held(self, pod: Pod, node: str | None, caller: Caller) -> RemoteCycle | None:
+        """Whether ``pod`` may be reserved (under the cache lock): the caller's own
+        reservation on ``node`` is returned (a retried call); a replaced pod's is undone; any
+        other, and a bound, deleted or loop-assumed pod, is refused naming why."""
         held = self._cycles.get(pod.key)
         if held is not None and held.pod.uid != pod.uid:
             self._unreserve(held, f"pod {pod.key} was replaced")  # a stale reservation
         elif held is not None and held.node_name == node:
+            _check_owner(held, caller, "Reserve")
             return held
         elif held is not None:
             raise precondition("pod", f"pod {pod.key} is reserved on node "
@@ -185,8 +212,8 @@ class SchedulingServicer:
         return None
 
     def _reserve(self, cycle: RemoteCycle) -> Status:
-        """Reserve as the loop does; the cycle is kept when it succeeded (a failed Reserve
-        undid itself)."""
+        """Reserve as the loop does on the node it selected; the cycle is kept when it
+        succeeded (a failed Reserve undid itself)."""
         status = self._s.cycles.reserve(cycle.state, cycle.pod, cycle.node_name, popped=False)
         if status.ok:
             self._cycles.add(cycle)
@@ -207,10 +234,12 @@ class SchedulingServicer:
         # By key only: the pod may have left the watch cache (deleted) since Reserve.
         arg = read_pod(request, "pod")
         node = node_name(request)
+        caller = self._caller("Unreserve", context, arg)
         with self._lock:
             cycle = self._cycles.get(arg.key)
             if cycle is None:
                 return pb.UnreserveResponse(unreserved=False)
+            _check_owner(cycle, caller, "Unreserve")
             if cycle.node_name != node:
                 raise precondition("node_name", f"pod {arg.key} is reserved on node "
                                                 f"{cycle.node_name}, not {node}")
@@ -220,11 +249,13 @@ class SchedulingServicer:
     def PostBind(self, request: Any, context: Any) -> pb.PostBindResponse:
         arg = read_pod(request, "pod")
         node = node_name(request)
+        caller = self._caller("PostBind", context, arg)
         with self._lock:
             cycle = self._cycles.get(arg.key)
             if cycle is None:  # PostBind plugins act on the watched pod only
                 pod, state = arg.resolve(self._s, watched=True), CycleState()
             else:
+                _check_owner(cycle, caller, "PostBind")
                 if cycle.node_name != node:
                     raise precondition("node_name", f"pod {arg.key} is reserved on node "
                                                     f"{cycle.node_name}, not {node}")
@@ -290,6 +321,9 @@ class SchedulingServicer:
     # -- decisions ------------------------------------------------------------------------
     def WatchDecisions(self, request: Any, context: Any) -> Iterator[pb.Decision]:
         group = object_key(request, "group") if request.HasField("group") else ""
+        caller = self._authorizer.caller("WatchDecisions", context)
+        if group:
+            caller.check_namespace(group.partition("/")[0], "group.namespace")
         owner = self._authorizer.stream_owner(context)
         with self._streams_lock:
             if self._closing:
@@ -305,7 +339,8 @@ class SchedulingServicer:
                 decision = subscriber.get()
                 if decision is None:
                     break
-                if not group or decision.group_key == group:
+                if (decision.group_key == group if group else
+                        caller.may_act_in(decision.pod_key.partition("/")[0])):
                     yield _decision_pb(decision)
         finally:
             overflowed = self._s.waiting_pods.unsubscribe(subscriber)
@@ -347,6 +382,8 @@ class SchedulingServicer:
     # -- reads ----------------------------------------------------------------------------
     def GetPodGroup(self, request: Any, context: Any) -> pb.GetPodGroupResponse:
         key = object_key(request, "group")
+        self._authorizer.caller("GetPodGroup", context).check_namespace(
+            key.partition("/")[0], "group.namespace")
         with self._lock:
             group = self._s.listers.podgroup(key)
             if group is None:
@@ -368,11 +405,22 @@ class SchedulingServicer:
 
     def Simulate(self, request: Any, context: Any) -> pb.SimulateResponse:
         """What-if (read-only): the scheduler's own admission, on a gang that does not
-        exist, under the cache lock; nothing it touches outlives the call."""
+        exist; nothing it touches outlives the call. The manifest is read and its size
+        checked before the cache lock is taken; each caller has a rate."""
+        caller = self._authorizer.caller("Simulate", context)
+        wait = self._simulates.take(caller.identity)
+        if wait:
+            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, "request",
+                               f"{caller.identity or 'this caller'} called Simulate more "
+                               f"often than {self._simulates.per_minute} times a minute "
+                               f"(grpc.simulatesPerMinute); again in {wait:.1f}s")
         if not request.manifest:
             raise invalid("manifest", "required: Kubernetes objects as YAML or JSON")
         try:
-            answer = simulate(self._s, bytes(request.manifest), request.namespace)
+            derived = derive(bytes(request.manifest), request.namespace or "default")
+            caller.check_namespace(derived.namespace, "manifest.metadata.namespace")
+            with read_only(self._s):
+                answer = simulate(self._s, derived)
         except ManifestError as err:
             raise invalid(f"manifest: {err.path}", str(err).partition(": ")[2]) from None
         except NoSimulator as err:
@@ -418,6 +466,25 @@ class SchedulingServicer:
                     self._unreserve(cycle, STOPPED_REASON)
 
 
+@contextmanager
+def read_only(scheduler: Scheduler) -> Iterator[None]:
+    """A read-only call's view of the shared label index: the label keys it asks for (its
+    pod may be made up, with any selector) are dropped when it ends, so no later placement
+    keeps them current. Keys indexed before stay. The lock is taken here (Simulate lets it
+    go between its steps); a key the loop first asks for meanwhile is indexed again later."""
+    lock = scheduler.cache.lock
+    with lock:
+        info = next(iter(scheduler.cache.nodes()), None)  # every node record shares the index
+        index = info.label_index if info is not None else None
+        kept = index.keys() if index is not None else frozenset()
+    try:
+        yield
+    finally:
+        if index is not None:
+            with lock:
+                index.forget_keys_but(kept)
+
+
 Verdict = TypeVar("Verdict", pb.PermitResponse, pb.ScheduleResponse)
 
 
@@ -441,6 +508,14 @@ def _refused(status: Status, failures: Mapping[str, Status] | None = None,
     nodes = [pb.NodeStatus(node_name=name, status=status_pb(failed))
              for name, failed in (failures or {}).items()]
     return _verdict(pb.ScheduleResponse(nodes=nodes), status, 0.0)
+
+
+def _check_owner(cycle: RemoteCycle, caller: Caller, rpc: str) -> None:
+    """Only the caller that reserved a pod may go on with its cycle or undo it."""
+    if cycle.owner != caller.identity:
+        raise RequestError(grpc.StatusCode.PERMISSION_DENIED, "pod",
+                           f"pod {cycle.pod.key} was reserved by {cycle.owner or 'another caller'}"
+                           f": {caller.identity or 'this caller'} may not call {rpc} on it")
 
 
 def _allowed(cycle: RemoteCycle) -> bool:

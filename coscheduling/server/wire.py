@@ -140,6 +140,10 @@ class PodArg:
     key: str
     sent: Pod | None
 
+    @property
+    def namespace(self) -> str:
+        return self.key.partition("/")[0]
+
     def resolve(self, scheduler: Scheduler, *, watched: bool) -> Pod:
         """The pod the request names (call under the cache lock).
 

@@ -35,6 +35,16 @@ VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 GROUP_APIS = (OURS_API, X_K8S_API, VOLCANO_API)
 KUBEFLOW_REPLICAS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
 MAX_PODS = 10_000
+MAX_DEPTH = 64
+"""How deeply a manifest may nest. A Job's pod template with affinity terms is about 20 levels
+deep; anything much deeper is no workload, and would only cost the recursive steps after
+parsing (copies, the pod parser) their stack."""
+MAX_VALUES = 1_000_000
+"""Values in a manifest with its aliases expanded: YAML aliases can make a few hundred bytes
+stand for billions of values."""
+# The C parser (libyaml, in the pinned PyYAML wheels) when present: parsing in pure Python
+# costs a what-if caller's manifest far more time than placing it.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ManifestError(ValueError):
@@ -61,11 +71,17 @@ class Derived:
 
 
 def load_documents(data: bytes) -> list[Json]:
-    """Every object of a YAML or JSON stream (``kind: List`` unpacked), in order."""
+    """Every object of a YAML or JSON stream (``kind: List`` unpacked), in order; a stream
+    nested deeper than :data:`MAX_DEPTH` or expanding to more than :data:`MAX_VALUES` values
+    is refused."""
     try:
-        docs = [d for d in yaml.safe_load_all(data.decode("utf-8")) if d is not None]
+        docs = [d for d in yaml.load_all(data, Loader=_LOADER) if d is not None]
+    except RecursionError:  # the pure-Python parser, where libyaml is missing
+        raise ManifestError("manifest", f"nested more than {MAX_DEPTH} levels deep, the "
+                                        "most a what-if reads") from None
     except (UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ManifestError("manifest", f"not YAML or JSON: {err}") from None
+        raise ManifestError("manifest", f"not YAML or JSON: {_first_line(err)}") from None
+    _check_shape(docs)
     objects: list[Json] = []
     for index, doc in enumerate(docs):
         items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
@@ -79,8 +95,43 @@ def load_documents(data: bytes) -> list[Json]:
     return objects
 
 
+def _first_line(err: Exception) -> str:
+    """libyaml's errors span lines ('while scanning ...\n  in "<file>", line 3'): one line."""
+    return " ".join(str(err).split())
+
+
+def _check_shape(docs: list[Any]) -> None:
+    """Walk the parsed documents without recursion: refuse them past MAX_DEPTH levels or
+    MAX_VALUES values (aliases counted as often as they are used)."""
+    stack: list[tuple[Any, int]] = [(doc, 1) for doc in docs]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if depth > MAX_DEPTH:
+            raise ManifestError("manifest", f"nested more than {MAX_DEPTH} levels deep, the "
+                                            "most a what-if reads")
+        if seen > MAX_VALUES:
+            raise ManifestError("manifest", f"more than {MAX_VALUES} values once its aliases "
+                                            "are expanded")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
 def derive(data: bytes, default_namespace: str = "default") -> Derived:
-    """The gang of a manifest (see the module doc); ManifestError names what is wrong."""
+    """The gang of a manifest (see the module doc); ManifestError names what is wrong, for
+    any manifest that is not one (a shape no branch expected included)."""
+    try:
+        return _derive(data, default_namespace)
+    except ManifestError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as err:
+        raise ManifestError("manifest", f"malformed: {type(err).__name__}: {err}") from None
+
+
+def _derive(data: bytes, default_namespace: str) -> Derived:
     objects = load_documents(data)
     for index, obj in enumerate(objects):
         meta = obj.get("metadata")
@@ -97,7 +148,7 @@ def derive(data: bytes, default_namespace: str = "default") -> Derived:
     if not workloads:
         raise ManifestError("manifest", "no Pod or workload (Job, StatefulSet, PyTorchJob, "
                                         "TFJob, Volcano Job, RayCluster) to place")
-    kinds = {o["kind"] for o in workloads}
+    kinds = {str(o["kind"]) for o in workloads}
     if len(workloads) > 1 and kinds != {"Pod"}:
         named = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in workloads)
         raise ManifestError("manifest", f"one workload per what-if, got {named}")
@@ -106,10 +157,15 @@ def derive(data: bytes, default_namespace: str = "default") -> Derived:
     _attach_group(derived, groups)
     for pod in derived.pods:
         pod["metadata"]["namespace"] = namespace
-    if len(derived.pods) > MAX_PODS:
-        raise ManifestError("manifest", f"{len(derived.pods)} pods, more than the {MAX_PODS} "
-                                        "a what-if places")
     return derived
+
+
+def _within_cap(counts: list[int], where: str) -> None:
+    """Refuse a workload of more than MAX_PODS pods before any is made (a 200-byte
+    StatefulSet can ask for 200,000 replicas)."""
+    total = sum(counts)
+    if total > MAX_PODS:
+        raise ManifestError(where, f"{total} pods, more than the {MAX_PODS} a what-if places")
 
 
 def _workload(workloads: list[Json], namespace: str) -> Derived:
@@ -117,12 +173,14 @@ def _workload(workloads: list[Json], namespace: str) -> Derived:
     kind, api = first["kind"], str(first.get("apiVersion") or "")
     name = first["metadata"]["name"]
     if kind == "Pod":
+        _within_cap([len(workloads)], "manifest")
         pods = [copy.deepcopy(o) for o in workloads]
         return Derived(f"{len(pods)} Pod(s) in {namespace}", namespace, pods)
     if kind == "Job" and api.startswith("batch/"):
         return _job(first, namespace)
     if kind == "StatefulSet" and api.startswith("apps/"):
         replicas = _count(first, "spec.replicas", 1)
+        _within_cap([replicas], "spec.replicas")
         template = _template(first, "spec.template")
         pods = [_pod(template, f"{name}-{i}") for i in range(replicas)]
         return Derived(f"StatefulSet {namespace}/{name} ({replicas} replicas)", namespace, pods)
@@ -143,6 +201,7 @@ def _job(job: Json, namespace: str) -> Derived:
     completions = _spec(job).get("completions")
     if isinstance(completions, int) and not isinstance(completions, bool) and completions > 0:
         parallelism = min(parallelism, completions)
+    _within_cap([parallelism], "spec.parallelism")
     template = _template(job, "spec.template")
     pods = [_pod(template, f"{name}-{i}") for i in range(parallelism)]
     return Derived(f"Job {namespace}/{name} ({parallelism} pods at once)", namespace, pods)
@@ -152,13 +211,16 @@ def _kubeflow(job: Json, namespace: str) -> Derived:
     kind, name = job["kind"], job["metadata"]["name"]
     field_name = KUBEFLOW_REPLICAS[kind]
     specs = _mapping(_spec(job).get(field_name), f"spec.{field_name}")
+    roles = [(str(role), _mapping(raw, f"spec.{field_name}.{role}"))
+             for role, raw in specs.items()]
+    counts = [_count({"spec": replica}, "spec.replicas", 1,
+                     shown=f"spec.{field_name}.{role}.replicas") for role, replica in roles]
+    _within_cap(counts, f"spec.{field_name}[].replicas")
     pods: list[Json] = []
     parts = []
-    for role, raw in specs.items():
-        path = f"spec.{field_name}.{role}"
-        replica = _mapping(raw, path)
-        count = _count({"spec": replica}, "spec.replicas", 1, shown=f"{path}.replicas")
-        template = _template({"spec": replica}, "spec.template", shown=f"{path}.template")
+    for (role, replica), count in zip(roles, counts, strict=True):
+        template = _template({"spec": replica}, "spec.template",
+                             shown=f"spec.{field_name}.{role}.template")
         parts.append(f"{count} {role}")
         pods += [_pod(template, f"{name}-{role.lower()}-{i}", labels={X_K8S_LABEL: name})
                  for i in range(count)]
@@ -177,14 +239,16 @@ def _volcano_job(job: Json, namespace: str) -> Derived:
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         raise ManifestError("spec.tasks", "a Volcano Job needs at least one task")
+    entries = [_mapping(raw, f"spec.tasks[{index}]") for index, raw in enumerate(tasks)]
+    counts = [_count({"spec": task}, "spec.replicas", 1, shown=f"spec.tasks[{index}].replicas")
+              for index, task in enumerate(entries)]
+    _within_cap(counts, "spec.tasks[].replicas")
     pods: list[Json] = []
     minimums: dict[str, int] = {}
     parts = []
-    for index, raw in enumerate(tasks):
+    for index, (task, count) in enumerate(zip(entries, counts, strict=True)):
         path = f"spec.tasks[{index}]"
-        task = _mapping(raw, path)
         task_name = str(task.get("name") or f"task{index}")
-        count = _count({"spec": task}, "spec.replicas", 1, shown=f"{path}.replicas")
         if "minAvailable" in task:
             minimums[task_name] = _count({"spec": task}, "spec.minAvailable", 1,
                                          shown=f"{path}.minAvailable")
@@ -210,13 +274,18 @@ def _ray_cluster(cluster: Json, namespace: str) -> Derived:
     head = _mapping(spec.get("headGroupSpec"), "spec.headGroupSpec")
     label = {X_K8S_LABEL: name}
     template = _template({"spec": head}, "spec.template", shown="spec.headGroupSpec.template")
+    workers = [_mapping(raw, f"spec.workerGroupSpecs[{index}]")
+               for index, raw in enumerate(_list(spec.get("workerGroupSpecs") or [],
+                                                 "spec.workerGroupSpecs"))]
+    counts = [_count({"spec": group_spec}, "spec.replicas", 1,
+                     shown=f"spec.workerGroupSpecs[{index}].replicas")
+              for index, group_spec in enumerate(workers)]
+    _within_cap([1, *counts], "spec.workerGroupSpecs[].replicas")
     pods = [_pod(template, f"{name}-head", labels=label)]
     parts = ["1 head"]
-    for index, raw in enumerate(spec.get("workerGroupSpecs") or ()):
-        path = f"spec.workerGroupSpecs[{index}]"
-        group_spec = _mapping(raw, path)
+    for index, (group_spec, count) in enumerate(zip(workers, counts, strict=True)):
         group_name = str(group_spec.get("groupName") or f"group{index}")
-        count = _count({"spec": group_spec}, "spec.replicas", 1, shown=f"{path}.replicas")
+        path = f"spec.workerGroupSpecs[{index}]"
         template = _template({"spec": group_spec}, "spec.template", shown=f"{path}.template")
         parts.append(f"{count} {group_name}")
         pods += [_pod(template, f"{name}-{group_name}-worker-{i}", labels=label)
@@ -291,6 +360,12 @@ def _labels(pod: Json) -> dict[str, str]:
 
 def _annotations(pod: Json) -> dict[str, Any]:
     return dict((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ManifestError(path, f"must be a list, got {type(value).__name__}")
+    return value
 
 
 def _mapping(value: object, path: str) -> Json:

@@ -2,10 +2,13 @@
 not exist, on the cluster as its cache shows it.
 
 The derived gang's pods and group are put into the cache and listers under names no real
-object can have (``~whatif``) for the length of one locked call, and taken out again before
+object can have (``~whatif``) for the length of each locked step, and taken out again before
 the lock is released: every plugin sees them as it would see the real gang, and nothing
-outside the call ever does. The gang plugin's trial drops every claim it made and forgets
-the gang; nothing is written to the API server, evicted, frozen or counted.
+outside the step ever does. The steps (the trial, the trial on the empty cluster, the
+shortfall) each take the lock on their own, so the scheduling loop places pods between
+them; an answer may then mix cluster states a placement apart, as any what-if may. The
+gang plugin's trial drops every claim it made and forgets the gang; nothing is written to
+the API server, evicted, frozen or counted.
 
 Answers, in order: fits now (on which nodes, in which domain); fits after preempting
 (which pods); fits after its queue reclaims what others borrowed (which pods); fits once the
@@ -29,7 +32,7 @@ from coscheduling.api.podgroups import PodGroup, gang_key
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.framework.interfaces import GangSimulator, GangTrial
 from coscheduling.groups import APIS
-from coscheduling.whatif.derive import Derived, ManifestError, derive
+from coscheduling.whatif.derive import Derived, ManifestError
 from coscheduling.whatif.shortfall import Shortfall, shortfall
 
 if TYPE_CHECKING:
@@ -71,18 +74,33 @@ class Answer:
     estimated_start: float = 0.0
 
 
-def simulate(scheduler: Scheduler, manifest: bytes, namespace: str) -> Answer:
-    """The what-if of ``manifest`` (objects without a namespace go to ``namespace``)."""
-    derived = derive(manifest, namespace or "default")
+def simulate(scheduler: Scheduler, derived: Derived) -> Answer:
+    """The what-if of the gang ``derived`` from a manifest (:func:`derive`).
+
+    The cache lock is held for each step on its own (the gang's trial; then, when it does
+    not fit, the trial on the empty cluster; then the shortfall), never for the whole
+    what-if, so the scheduling loop places pods between them; the hypothetical gang is in
+    the cache only inside each step."""
     simulator = _simulator(scheduler)
+    parsed = _parsed(derived)  # outside the lock: parsing needs no cluster
     with scheduler.cache.lock:
         group = _group(scheduler, derived)
-        pods = _pods(scheduler, derived, group)
-        answer = Answer("", derived.source, gang_key(group.namespace, _shown(group.name),
-                                                     group.tag),
-                        group.min_member, len(pods), notes=list(derived.notes))
-        with _hypothetical(scheduler, group, pods):
-            _judge(scheduler, simulator, group, pods, answer)
+        pods = _pods(scheduler, derived, parsed, group)
+    answer = Answer("", derived.source, gang_key(group.namespace, _shown(group.name),
+                                                 group.tag),
+                    group.min_member, len(pods), notes=list(derived.notes))
+    with _hypothetical(scheduler, group, pods):
+        trial = simulator.trial(group, pods, preempt=True)
+    if trial.fits:
+        _record(answer, trial)
+        answer.verdict = FITS_NOW if not trial.victims else (
+            FITS_AFTER_RECLAIM if trial.reclaim else FITS_AFTER_PREEMPTION)
+        if len(pods) > len(trial.nodes):
+            answer.notes.append(f"{len(pods) - len(trial.nodes)} pod(s) beyond what the "
+                                "gang needs at once are placed one by one afterwards")
+        return answer
+    answer.reason = _shown(trial.reason)
+    _judge_waiting(scheduler, simulator, group, pods, answer)
     return answer
 
 
@@ -93,31 +111,25 @@ def _simulator(scheduler: Scheduler) -> GangSimulator:
     raise NoSimulator(f"no gang plugin ({GANG_PLUGIN}) is enabled in this profile")
 
 
-def _judge(scheduler: Scheduler, simulator: GangSimulator, group: PodGroup,
-           pods: list[Pod], answer: Answer) -> None:
-    trial = simulator.trial(group, pods, preempt=True)
-    if trial.fits:
-        _record(answer, trial)
-        answer.verdict = FITS_NOW if not trial.victims else (
-            FITS_AFTER_RECLAIM if trial.reclaim else FITS_AFTER_PREEMPTION)
-        if len(pods) > len(trial.nodes):
-            answer.notes.append(f"{len(pods) - len(trial.nodes)} pod(s) beyond what the "
-                                "gang needs at once are placed one by one afterwards")
-        return
-    answer.reason = _shown(trial.reason)
+def _judge_waiting(scheduler: Scheduler, simulator: GangSimulator, group: PodGroup,
+                   pods: list[Pod], answer: Answer) -> None:
+    """A gang that does not fit now: would it fit the empty cluster (then when), and what
+    is missing."""
     cache = scheduler.cache
-    bound = [p for p in cache.pods() if p.node_name and cache.node(p.node_name) is not None]
     members = pods if group.subgroups is not None else pods[:group.min_member]
     usable = _Usable(scheduler)
-    with cache.without(bound):
-        empty = simulator.trial(group, pods, preempt=False)
-        for member in members:  # which nodes each member may use, judged on the empty cluster
-            for info in cache.nodes():
-                usable(member, info)
+    with _hypothetical(scheduler, group, pods):
+        bound = [p for p in cache.pods() if p.node_name and cache.node(p.node_name) is not None]
+        with cache.without(bound):
+            empty = simulator.trial(group, pods, preempt=False)
+            for member in members:  # the nodes each member may use, on the empty cluster
+                for info in cache.nodes():
+                    usable(member, info)
     answer.verdict = FITS_WHEN_ROOM_FREES if empty.fits else NEVER
-    answer.shortfall = shortfall(cache, group, members, usable)
-    if empty.fits:
-        _reservation(simulator.reservation_preview(group, pods), answer)
+    with _hypothetical(scheduler, group, pods):
+        answer.shortfall = shortfall(cache, group, members, usable)
+        if empty.fits:
+            _reservation(simulator.reservation_preview(group, pods), answer)
 
 
 def _reservation(preview: GangTrial, answer: Answer) -> None:
@@ -137,10 +149,14 @@ class _Usable:
         self._runner = scheduler.handle.runner
         self._fw = scheduler.framework
         self._seen: dict[tuple[object, str], bool] = {}
+        self._signatures: dict[str, object] = {}  # pod key -> its signature (or its key)
 
     def __call__(self, pod: Pod, info: NodeInfo) -> bool:
-        signature = self._fw.signature(pod)
-        key = (signature if signature is not None else pod.key, info.name)
+        signature = self._signatures.get(pod.key)
+        if signature is None:
+            signed = self._fw.signature(pod)
+            signature = self._signatures[pod.key] = signed if signed is not None else pod.key
+        key = (signature, info.name)
         known = self._seen.get(key)
         if known is None:
             known = self._seen[key] = self._runner.filter_node(pod, info, GANG_PLUGIN).ok
@@ -179,15 +195,25 @@ def _group(scheduler: Scheduler, derived: Derived) -> PodGroup:
     return group
 
 
-def _pods(scheduler: Scheduler, derived: Derived, group: PodGroup) -> list[Pod]:
+def _parsed(derived: Derived) -> list[Pod]:
+    """The manifest's pods as the watch would parse them, or ManifestError naming the field."""
     pods = []
-    for index, raw in enumerate(derived.pods):
+    for raw in derived.pods:
         pod = parse_pod(raw)
-        where = f"pod {raw['metadata']['name']}"
         if pod.parse_error:
-            raise ManifestError(where, pod.parse_error)
-        pod = dataclasses.replace(pod, name=pod.name + SUFFIX, uid=f"whatif-{index}",
-                                  created=time.time())
+            raise ManifestError(f"pod {raw['metadata']['name']}", pod.parse_error)
+        pods.append(pod)
+    return pods
+
+
+def _pods(scheduler: Scheduler, derived: Derived, parsed: list[Pod],
+          group: PodGroup) -> list[Pod]:
+    """The parsed pods under their hypothetical names, in ``group``, with their priority."""
+    pods = []
+    for index, (raw, parsed_pod) in enumerate(zip(derived.pods, parsed, strict=True)):
+        where = f"pod {raw['metadata']['name']}"
+        pod = dataclasses.replace(parsed_pod, name=parsed_pod.name + SUFFIX,
+                                  uid=f"whatif-{index}", created=time.time())
         pod.membership = Membership(key=group.key, tag=group.tag, name=group.name,
                                     marker=pod.membership.marker, role=pod.membership.role)
         class_name = (raw.get("spec") or {}).get("priorityClassName")
@@ -203,14 +229,15 @@ def _pods(scheduler: Scheduler, derived: Derived, group: PodGroup) -> list[Pod]:
 
 @contextmanager
 def _hypothetical(scheduler: Scheduler, group: PodGroup, pods: list[Pod]) -> Iterator[None]:
-    """The gang in the cache and listers for the block only (under the cache lock)."""
+    """The gang in the cache and listers for the block only, which holds the cache lock."""
     cache, groups = scheduler.cache, scheduler.listers.groups
-    groups[group.key] = group
-    try:
-        for pod in pods:
-            cache.set_pod(pod)
-        yield
-    finally:
-        for pod in pods:
-            cache.remove_pod(pod.key)
-        groups.pop(group.key, None)
+    with cache.lock:
+        groups[group.key] = group
+        try:
+            for pod in pods:
+                cache.set_pod(pod)
+            yield
+        finally:
+            for pod in pods:
+                cache.remove_pod(pod.key)
+            groups.pop(group.key, None)

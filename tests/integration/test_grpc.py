@@ -327,7 +327,8 @@ def test_grpc_answers_equal_in_process_answers(kube: KubeClient, make_node: Any,
     s, ns = served, served.namespace
     nodes = [node_name("eq-a"), node_name("eq-b"), node_name("eq-c")]
     make_node(nodes[0], cpu="1", memory="2Gi")
-    make_node(nodes[1], cpu="4", memory="8Gi")
+    # room for every pod Permit is compared on below (Reserve filters: it never over-commits)
+    make_node(nodes[1], cpu="8", memory="8Gi")
     make_node(nodes[2], cpu="16", memory="64Gi", taints=[
         {"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
     for group in ("twin-a", "twin-b"):
@@ -512,3 +513,68 @@ def test_bad_requests_get_the_right_code_naming_the_field(kube: KubeClient, make
         assert s.health() == health_pb2.HealthCheckResponse.SERVING, what
         assert code_of(s.stub.PreFilter(pb.PreFilterRequest(pod=ok)).status) \
             == Code.UNSCHEDULABLE, what  # 1 of minMember 2 exists
+
+
+# -- no caller over-commits a node; read-only calls leave nothing behind --------------------
+def test_reserve_and_schedule_on_a_full_node_are_refused_with_filters_reason(
+        kube: KubeClient, make_node: Any, served: Served) -> None:
+    """A 4-cpu node holding a bound 4-cpu pod: Reserve of another 4-cpu pod there answers
+    Filter's status and holds nothing; Schedule finds no node; the node stays at 4 cpu."""
+    s, ns = served, served.namespace
+    full = node_name("grpc-full")
+    make_node(full, cpu="4")
+    create_pod(kube, ns, pod_body("resident", scheduler=s.sched.name, cpu="4",
+                                  node_name=full))
+    pod(kube, s, "late", cpu="4")
+    wait_cached(s, pods=["resident", "late"], nodes=[full])
+    wait_until(lambda: s.scheduler.cache.pod(f"{ns}/resident").node_name == full,  # type: ignore[union-attr]
+               timeout=20, what="the watch to see the resident pod bound")
+
+    reserved = s.stub.Reserve(pb.ReserveRequest(pod=s.ref("late"), node_name=full))
+    assert (code_of(reserved.status), list(reserved.status.reasons), reserved.status.plugin) \
+        == (Code.UNSCHEDULABLE, ["Insufficient cpu"], "NodeResourcesFit")
+    scheduled = s.stub.Schedule(pb.ScheduleRequest(pod=s.ref("late")))
+    assert scheduled.WhichOneof("result") == "unschedulable" and not scheduled.node_name
+    assert [n.node_name for n in scheduled.nodes if "Insufficient cpu" in n.status.reasons] \
+        == [full]
+    with s.scheduler.cache.lock:
+        info = s.scheduler.cache.node(full)
+        assert info is not None and info.requested["cpu"] == 4000
+        assert not s.scheduler.cache.is_assumed(f"{ns}/late")
+    with pytest.raises(grpc.RpcError) as err:
+        s.stub.Permit(pb.PermitRequest(pod=s.ref("late"), node_name=full))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # nothing was reserved
+    late = kube.get(f"/api/v1/namespaces/{ns}/pods/late")
+    assert not late["spec"].get("nodeName")
+
+
+def test_filter_and_score_with_invented_pods_leave_the_label_index_as_it_was(
+        kube: KubeClient, make_node: Any, served: Served) -> None:
+    """1,000 Filter and Score calls, each with a made-up pod whose anti-affinity names a
+    label key of its own: no key is left in the index the scheduling loop keeps current."""
+    s, ns = served, served.namespace
+    nodes = [node_name("grpc-idx"), node_name("grpc-idx")]
+    for name in nodes:
+        make_node(name, cpu="4")
+    create_pod(kube, ns, pod_body("labelled", scheduler=s.sched.name, node_name=nodes[0],
+                                  labels={"app": "web"}))
+    wait_cached(s, pods=["labelled"], nodes=nodes)
+    with s.scheduler.cache.lock:
+        info = s.scheduler.cache.node(nodes[0])
+        assert info is not None
+        before = info.label_index.keys()
+    for i in range(1000):
+        term = {"labelSelector": {"matchLabels": {f"invented-{i}": "x"}},
+                "topologyKey": "kubernetes.io/hostname"}
+        body = pod_body(f"invented-{i}", scheduler=s.sched.name)
+        body["metadata"]["namespace"] = ns
+        body["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        ref = pb.PodRef(pod_json=json.dumps(body).encode())
+        if i % 2:
+            answer = s.stub.Filter(pb.FilterRequest(pod=ref, node_names=nodes))
+            assert all(code_of(n.status) == Code.SUCCESS for n in answer.nodes)
+        else:
+            assert len(s.stub.Score(pb.ScoreRequest(pod=ref)).scores) >= 2
+    with s.scheduler.cache.lock:
+        assert info.label_index.keys() == before

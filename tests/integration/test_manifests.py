@@ -160,7 +160,7 @@ def test_the_deployments_flags_config_and_issued_certificates_work_together(
         code, err = _call(address, certs, "coscheduling-dashboard", *podgroup)
         assert code == 1 and "NOT_FOUND" in err, err  # allowed: the group just is not there
         code, err = _call(address, certs, "coscheduling-dashboard", *reserve)
-        assert code == 1 and "PERMISSION_DENIED: certificate: coscheduling-dashboard may " \
+        assert code == 1 and "PERMISSION_DENIED: certificate: CN:coscheduling-dashboard may " \
             "not call Reserve" in err, err
         code, err = _call(address, certs, "coscheduling-driver", *reserve)
         assert code == 1 and "NOT_FOUND" in err, err  # allowed: the pod just is not there

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -247,3 +248,27 @@ def _why(kube: KubeClient, namespace: str, group: str) -> str:
     obj = kube.get(f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups/"
                    f"{group}")
     return json.dumps((obj.get("status") or {}).get("conditions") or [])
+
+
+def test_a_200000_replica_manifest_is_refused_before_anything_is_made(served: Served) -> None:
+    """A StatefulSet of 207 bytes asking for 200,000 replicas: refused by its count, before
+    a pod is expanded, in well under 100 ms, and the server answers the next call."""
+    manifest = yaml.safe_dump({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                               "metadata": {"name": "huge"},
+                               "spec": {"replicas": 200_000, "template": {"spec": {
+                                   "containers": [{"name": "c", "image": "x"}]}}}}).encode()
+    started = time.perf_counter()
+    with pytest.raises(grpc.RpcError) as caught:
+        served.stub.Simulate(pb.SimulateRequest(manifest=manifest, namespace=served.namespace))
+    took = time.perf_counter() - started
+    print(f"200,000-replica StatefulSet ({len(manifest)} bytes) refused in "
+          f"{took * 1000:.1f} ms")
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == ("manifest: spec.replicas: 200000 pods, more than the "
+                                      "10000 a what-if places")
+    assert took < 0.1
+    deep = ("apiVersion: v1\nkind: Pod\nmetadata: {name: deep}\nspec:\n  x: "
+            + "[" * 3000 + "]" * 3000 + "\n").encode()
+    with pytest.raises(grpc.RpcError) as caught:
+        served.stub.Simulate(pb.SimulateRequest(manifest=deep, namespace=served.namespace))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()

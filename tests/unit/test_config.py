@@ -66,6 +66,16 @@ def test_grpc_authorization_lists_and_reservation_timeout() -> None:
     assert _parse().grpc.reservation_timeout == 60.0
 
 
+def test_grpc_identities_are_typed_and_given_namespaces() -> None:
+    grpc = _parse(grpc={"mutatingClients": ["DNS:a.example", "URI:spiffe://x/y", "legacy"],
+                        "clientNamespaces": {"URI:spiffe://x/y": ["team-b"]},
+                        "simulatesPerMinute": 6}).grpc
+    assert grpc.mutating_clients == ("DNS:a.example", "URI:spiffe://x/y", "legacy")
+    assert grpc.client_namespaces == {"URI:spiffe://x/y": ("team-b",)}
+    assert grpc.simulates_per_minute == 6
+    assert (_parse().grpc.client_namespaces, _parse().grpc.simulates_per_minute) == ({}, 30)
+
+
 def test_schedulername_default_scheduler_makes_it_the_only_scheduler() -> None:
     assert _parse(schedulerName="default-scheduler").scheduler_name == "default-scheduler"
 
@@ -113,6 +123,15 @@ def test_schedulername_default_scheduler_makes_it_the_only_scheduler() -> None:
     ({"grpc": {"mutatingClients": [7]}}, "grpc.mutatingClients[0]"),
     ({"grpc": {"reservationTimeout": "0s"}}, "grpc.reservationTimeout"),
     ({"grpc": {"readers": []}}, "grpc.readers"),
+    ({"grpc": {"mutatingClients": ["email:driver@example.com"]}}, "grpc.mutatingClients[0]"),
+    ({"grpc": {"readOnlyClients": ["IP:10.0.0.1"]}}, "grpc.readOnlyClients[0]"),
+    ({"grpc": {"mutatingClients": ["a"], "clientNamespaces": {"b": ["x"]}}},
+     "grpc.clientNamespaces[b]"),
+    ({"grpc": {"mutatingClients": ["a"], "clientNamespaces": {"a": []}}},
+     "grpc.clientNamespaces[a]"),
+    ({"grpc": {"mutatingClients": ["a"], "clientNamespaces": {"a": "x"}}},
+     "grpc.clientNamespaces[a]"),
+    ({"grpc": {"simulatesPerMinute": 0}}, "grpc.simulatesPerMinute"),
 ])
 def test_nonsense_values_are_refused_naming_the_field(fields: dict[str, Any],
                                                       path: str) -> None:

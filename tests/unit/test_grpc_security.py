@@ -178,7 +178,7 @@ def test_a_refusal_names_the_caller_and_the_list(mutual: str, certs: dict[str, P
         stub = pb_grpc.SchedulingStub(channel)  # type: ignore[no-untyped-call]
         with pytest.raises(grpc.RpcError) as err:
             _calls(stub)["Reserve"]()
-    assert err.value.details() == ("certificate: dashboard may not call Reserve: not in "
+    assert err.value.details() == ("certificate: CN:dashboard may not call Reserve: not in "
                                    "grpc.mutatingClients")
 
 

@@ -104,6 +104,22 @@ def test_pods_naming_an_absent_group_look_it_up_in_the_cluster() -> None:
     (dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}),
      "manifest.kind"),
     (dump({"apiVersion": "v1", "kind": "Pod", "metadata": {}}), "manifest[0].metadata.name"),
+    # sizes summed across the manifest, refused before a pod is made
+    (dump({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "t"},
+           "spec": {"pytorchReplicaSpecs": {
+               "Master": {"replicas": 1, "template": TEMPLATE},
+               "Worker": {"replicas": 10_000, "template": TEMPLATE}}}}),
+     "spec.pytorchReplicaSpecs[].replicas"),
+    (dump({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "v"},
+           "spec": {"tasks": [{"name": "a", "replicas": 6000, "template": TEMPLATE},
+                              {"name": "b", "replicas": 6000, "template": TEMPLATE}]}}),
+     "spec.tasks[].replicas"),
+    (dump({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+           "spec": {"headGroupSpec": {"template": TEMPLATE},
+                    "workerGroupSpecs": [{"replicas": 10_000, "template": TEMPLATE}]}}),
+     "spec.workerGroupSpecs[].replicas"),
+    (dump(*({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"},
+             "spec": TEMPLATE["spec"]} for i in range(10_001))), "manifest"),
 ])
 def test_bad_manifests_name_the_field(manifest: bytes, field: str) -> None:
     with pytest.raises(ManifestError) as caught:
