@@ -35,6 +35,7 @@ __all__ = [
     "cache_dir",
     "ensure_binaries",
     "ensure_helm",
+    "ensure_kubelet",
     "exclusive_lock",
     "find_go",
     "kubernetes_ldflags",
@@ -315,6 +316,30 @@ def ensure_helm(log: Log = _default_log) -> Path:
     go = find_go(f"helm v{HELM_VERSION}", out.parent)
     stamp = f"-s -w -X {HELM_MODULE}/internal/version.version=v{HELM_VERSION}"
     target = _Target("helm", f"{HELM_MODULE}/cmd/helm", "helm", HELM_VERSION, out, stamp)
+    with exclusive_lock(cache_dir() / "bin" / ".build.lock", log):
+        if not _is_built(out):
+            _build(go, target, log)
+    return out
+
+
+KUBELET_VERSION = required_version(GOMOD_DIR / "kubelet" / "go.mod", KUBERNETES_MODULE)
+
+
+def ensure_kubelet(log: Log = _default_log) -> Path:
+    """The kubelet of the real local nodes (gomod/kubelet: a release Debian's containerd
+    1.x can serve), built once from Go modules like the control plane."""
+    out = cache_dir() / "bin" / f"kubelet-v{KUBELET_VERSION}" / "kubelet"
+    if _is_built(out):
+        return out
+    go = find_go(f"kubelet v{KUBELET_VERSION}", out.parent)
+    target = _Target(
+        "kubelet",
+        f"{KUBERNETES_MODULE}/cmd/kubelet",
+        "kubelet",
+        KUBELET_VERSION,
+        out,
+        kubernetes_ldflags(KUBELET_VERSION),
+    )
     with exclusive_lock(cache_dir() / "bin" / ".build.lock", log):
         if not _is_built(out):
             _build(go, target, log)
