@@ -150,13 +150,14 @@ def test_gang_of_real_containers_runs_and_its_podgroup_follows(
     assert status.get("succeeded") == 2, status
 
 
-def _processes_naming(path: str) -> list[int]:
-    """Pids of live processes whose command line mentions `path` (a node's socket)."""
+def _processes_naming(text: str) -> list[int]:
+    """Pids of live processes whose command line holds `text` (a node's socket names its
+    shims; a container's command names its processes)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                if path.encode() in (entry / "cmdline").read_bytes() \
+                if text.encode() in (entry / "cmdline").read_bytes() \
                         and process_start_time(int(entry.name)) is not None:
                     found.append(int(entry.name))
     return found
@@ -175,8 +176,10 @@ def test_stopping_real_nodes_leaves_nothing_behind(
     pids = [p["pid"] for r in records for p in r["processes"].values()]
     assert len(pids) == 2 * len(records), records
     assert _processes_naming(records[0]["socket"]), "no shim runs the container"
+    assert _processes_naming("sleep 600; exit 0"), "the container's process is not running"
     local_cluster.stop_real_nodes()
     assert [pid for pid in pids if process_start_time(pid) is not None] == []
+    assert _processes_naming("sleep 600; exit 0") == [], "a container outlived its node"
     mounts = Path("/proc/self/mountinfo").read_text()
     for record in records:
         assert _processes_naming(record["socket"]) == [], "a shim outlived its node"
