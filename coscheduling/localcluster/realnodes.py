@@ -9,7 +9,7 @@ containerd 2.x, which Debian 12 does not package). containerd, runc, the CNI plu
 busybox come from Debian packages (`make node-packages`); the images are written here.
 
 Pods get a network from the `ptp` CNI plugin (a veth pair and an address from the node's
-own 10.88.<n>.0/24; no bridge, no NAT), so ordinary pods and hostNetwork pods both run.
+own /24, see pod_subnet; no bridge, no NAT), so ordinary pods and hostNetwork pods both run.
 The kubelets need root (they mount, make cgroups and network namespaces).
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ipaddress
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from .build import KUBELET_VERSION, cache_dir, ensure_kubelet
+from .build import cache_dir, ensure_kubelet
 from .certs import ClusterCerts, create_client_cert
 from .images import PAUSE_IMAGE, ImageArchive, ensure_images
 from .processes import (
@@ -54,6 +55,7 @@ __all__ = [
     "RealNodes",
     "missing_node_packages",
     "node_versions",
+    "pod_subnet",
     "stop_recorded_nodes",
 ]
 
@@ -63,6 +65,7 @@ REAL_NODE_LABEL = "coscheduling.local/real-node"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
+ROUTES = Path("/proc/net/route")
 # What each real node needs from the machine, and the Debian package that brings it.
 NODE_PACKAGES = {
     "containerd": "containerd",
@@ -74,8 +77,8 @@ NODE_PACKAGES = {
     str(CNI_BIN_DIR / "loopback"): "containernetworking-plugins",
 }
 READY_TIMEOUT = 120.0
-# Each node takes a /24 of 10.88.0.0/16 for its pods (10.88.<n>.0/24).
-MAX_REAL_NODES = 250
+# Each is a kubelet and a containerd; a machine that runs tests holds a few.
+MAX_REAL_NODES = 50
 STOP_GRACE = 10.0
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes; containerd adds ".ttrpc"
 MNT_DETACH = 2
@@ -108,7 +111,7 @@ def _require_machine() -> None:
                                 "make cgroups and network namespaces")
 
 
-def node_versions() -> dict[str, str]:
+def node_versions(kubelet: Path | None = None) -> dict[str, str]:
     """The versions of what runs a real node: kubelet, containerd, runc (first lines)."""
 
     def first_line(*argv: str) -> str:
@@ -116,7 +119,7 @@ def node_versions() -> dict[str, str]:
         return (result.stdout or result.stderr).strip().splitlines()[0]
 
     return {
-        "kubelet": first_line(str(ensure_kubelet()), "--version"),
+        "kubelet": first_line(str(kubelet or ensure_kubelet()), "--version"),
         "containerd": first_line("containerd", "--version"),
         "runc": first_line("runc", "--version"),
     }
@@ -144,7 +147,6 @@ class RealNode:
     """One kubelet and its containerd, with everything under `directory`."""
 
     name: str
-    index: int
     directory: Path
     kubelet_port: int
     healthz_port: int
@@ -157,7 +159,9 @@ class RealNode:
 
     @property
     def subnet(self) -> str:
-        return f"10.88.{self.index}.0/24"
+        """The node's pod addresses, named after its kubelet port: a port is bound by one
+        kubelet at a time, so nodes of two clusters on this machine never share a /24."""
+        return pod_subnet(self.kubelet_port)
 
     def containerd_config(self) -> str:
         """containerd 1.6 (config version 2): every path in this node's directory."""
@@ -288,9 +292,9 @@ class RealNodes:
         self.die_with_parent = die_with_parent
         self.log = log
         self.on_change = on_change
-        ports = free_ports(2 * count)
+        ports = _node_ports(count)
         self.nodes = [
-            RealNode(f"{name_prefix}-{i}", i, workdir / "nodes" / f"{name_prefix}-{i}",
+            RealNode(f"{name_prefix}-{i}", workdir / "nodes" / f"{name_prefix}-{i}",
                      ports[2 * i - 2], ports[2 * i - 1])
             for i in range(1, count + 1)
         ]
@@ -323,8 +327,9 @@ class RealNodes:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - started
+        versions = "; ".join(node_versions(kubelet).values())
         self.log(f"real nodes {', '.join(self.names)} Ready in {self.startup_seconds:.1f}s "
-                 f"(kubelet v{KUBELET_VERSION})")
+                 f"({versions})")
         return self
 
     def _spawn(self, node: RealNode, name: str, argv: list[str]) -> _Process:
@@ -457,6 +462,38 @@ class RealNodes:
             if delete_nodes:
                 with contextlib.suppress(OSError):  # the control plane may be gone already
                     self._api("DELETE", _node_path(node))
+
+
+def pod_subnet(kubelet_port: int) -> str:
+    """10.<port / 256>.<port % 256>.0/24: below the ephemeral range that is 10.39-10.127,
+    clear of the service range (10.0.0.0/24)."""
+    return f"10.{kubelet_port >> 8}.{kubelet_port & 0xFF}.0/24"
+
+
+def _routed_networks() -> list[ipaddress.IPv4Network]:
+    """The machine's IPv4 routes but the default one (/proc/net/route, little-endian)."""
+    networks = []
+    with contextlib.suppress(OSError):
+        for line in ROUTES.read_text().splitlines()[1:]:
+            fields = line.split()
+            destination, mask = (int(fields[i], 16).to_bytes(4, "little") for i in (1, 7))
+            if any(mask):
+                networks.append(ipaddress.IPv4Network(
+                    f"{ipaddress.IPv4Address(destination)}/{ipaddress.IPv4Address(mask)}",
+                    strict=False))
+    return networks
+
+
+def _node_ports(count: int) -> list[int]:
+    """(kubelet, healthz) port pairs whose pod subnets overlap none of the machine's routes
+    (another running node's pods, or a network of the machine's own)."""
+    routed = _routed_networks()
+    for _ in range(20):
+        ports = free_ports(2 * count)
+        subnets = [ipaddress.IPv4Network(pod_subnet(port)) for port in ports[::2]]
+        if not any(s.overlaps(r) for s in subnets for r in routed):
+            return ports
+    raise ClusterStartError(f"no {count} pod subnets clear of the machine's routes")
 
 
 def _node_path(node: RealNode) -> str:

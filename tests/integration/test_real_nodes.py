@@ -10,6 +10,7 @@ another test could take them.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import sys
 import time
@@ -95,15 +96,16 @@ def test_real_nodes_become_ready(real_nodes: RealNodes, kube: KubeClient,
 def test_pod_phase_follows_the_container_exit_code(
     real_nodes: RealNodes, kube: KubeClient, namespace: str, exit_code: int, phase: str
 ) -> None:
-    node = real_nodes.names[exit_code % len(real_nodes.names)]
+    node = real_nodes.nodes[exit_code % len(real_nodes.nodes)]
     create_pod(kube, namespace, real_pod("sleeper", exit_code=exit_code, sleep=1,
-                                         node_name=node))
+                                         node_name=node.name))
     wait_until(lambda: _phase(kube, namespace, "sleeper") in ("Succeeded", "Failed"),
-               timeout=POD_TIMEOUT, what=f"the pod on {node} to end")
+               timeout=POD_TIMEOUT, what=f"the pod on {node.name} to end")
     pod = _pod(kube, namespace, "sleeper")
     assert pod["status"]["phase"] == phase
     assert _exit_code(pod) == exit_code, pod["status"]
-    assert pod["status"].get("podIP", "").startswith("10.88."), "the pod had no CNI address"
+    address = ipaddress.IPv4Address(pod["status"]["podIP"])
+    assert address in ipaddress.IPv4Network(node.subnet), "the pod had no address from CNI"
 
 
 def _observe_gang(kube: KubeClient, namespace: str, names: list[str], group: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import json
 import os
 import tarfile
@@ -24,7 +25,7 @@ from coscheduling.localcluster.images import (
     busybox_layer,
     ensure_images,
 )
-from coscheduling.localcluster.processes import process_start_time
+from coscheduling.localcluster.processes import ClusterStartError, process_start_time
 from coscheduling.localcluster.realnodes import MAX_REAL_NODES, RealNode, RealNodes
 
 FAKE_BUSYBOX = "#!/bin/sh\n[ \"$1\" = --list ] && printf 'sh\\nsleep\\nbusybox\\nls\\n'\n"
@@ -250,3 +251,44 @@ def test_the_kubelet_is_built_once_from_its_module(
     assert call.split()[0].endswith("gomod/kubelet")
     assert call.endswith("k8s.io/kubernetes/cmd/kubelet")
     assert f"gitVersion=v{build.KUBELET_VERSION}" in call
+
+
+@pytest.mark.parametrize(("port", "subnet"), [
+    (10000, "10.39.16.0/24"), (10001, "10.39.17.0/24"), (32767, "10.127.255.0/24"),
+])
+def test_a_node_takes_the_pod_subnet_its_kubelet_port_names(port: int, subnet: str) -> None:
+    assert realnodes.pod_subnet(port) == subnet
+
+
+@pytest.mark.parametrize(("routed", "found"), [
+    ([], True),
+    (["10.0.0.0/8"], False),  # every subnet the ports can name is routed already
+])
+def test_pod_subnets_avoid_the_machines_routes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, routed: list[str], found: bool
+) -> None:
+    networks = [ipaddress.IPv4Network(n) for n in routed]
+    monkeypatch.setattr(realnodes, "_routed_networks", lambda: networks)
+    if not found:
+        with pytest.raises(ClusterStartError, match="pod subnets clear of the machine's routes"):
+            _nodes(tmp_path, 2)
+        return
+    for node in _nodes(tmp_path, 2).nodes:
+        assert not any(ipaddress.IPv4Network(node.subnet).overlaps(n) for n in networks)
+
+
+ROUTE_TABLE = """Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT
+eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0
+eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+veth1\t0210270A\t00000000\t0005\t0\t0\t0\tFFFFFFFF\t0\t0\t0
+"""
+
+
+def test_the_machines_routes_are_read_without_the_default_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    routes = tmp_path / "route"
+    routes.write_text(ROUTE_TABLE)
+    monkeypatch.setattr(realnodes, "ROUTES", routes)
+    assert realnodes._routed_networks() == [
+        ipaddress.IPv4Network("192.0.2.0/24"), ipaddress.IPv4Network("10.39.16.2/32")]
