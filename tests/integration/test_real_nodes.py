@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -20,8 +24,8 @@ from typing import Any
 import pytest
 
 from coscheduling import GROUP_LABEL
-from coscheduling.cluster.client import KubeClient
-from coscheduling.localcluster import LocalCluster
+from coscheduling.cluster.client import ClientSettings, KubeClient
+from coscheduling.localcluster import LocalCluster, stop_from_state
 from coscheduling.localcluster.images import TEST_IMAGE
 from coscheduling.localcluster.processes import process_start_time
 from coscheduling.localcluster.realnodes import REAL_NODE_LABEL, RealNodes, node_versions
@@ -150,6 +154,39 @@ def test_gang_of_real_containers_runs_and_its_podgroup_follows(
     assert "Running" in group_phases and group_phases[-1] == "Finished", group_phases
     status = kube.get(f"{podgroups_path(namespace)}/pair")["status"]
     assert status.get("succeeded") == 2, status
+
+
+def _coscheduling(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "coscheduling", *argv], capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_localcluster_up_with_a_real_node_then_down() -> None:
+    """The command line: `up --real-nodes 1` leaves a Ready kubelet running (recorded in
+    cluster.json) after it returns; `down`, from another process, stops it with the rest."""
+    workdir = Path(tempfile.mkdtemp(prefix="cs-rn-", dir="/tmp"))  # short socket paths
+    try:
+        up = _coscheduling("localcluster", "up", "--workdir", str(workdir), "--real-nodes", "1")
+        assert up.returncode == 0, up.stderr
+        [node] = json.loads((workdir / "cluster.json").read_text())["real_nodes"]
+        pids = [record["pid"] for record in node["processes"].values()]
+        assert sorted(node["processes"]) == ["containerd", "kubelet"]
+        assert all(process_start_time(pid) is not None for pid in pids)
+        client = KubeClient(ClientSettings(kubeconfig=str(workdir / "kubeconfig")))
+        try:
+            conditions = client.get("/api/v1/nodes/real-node-1")["status"]["conditions"]
+        finally:
+            client.close()
+        assert {c["type"]: c["status"] for c in conditions}["Ready"] == "True"
+        down = _coscheduling("localcluster", "down", "--workdir", str(workdir))
+        assert down.returncode == 0, down.stderr
+        assert "stopped real node real-node-1" in down.stderr
+        assert [pid for pid in pids if process_start_time(pid) is not None] == []
+        assert str(workdir) not in Path("/proc/self/mountinfo").read_text()
+    finally:
+        if (workdir / "cluster.json").is_file():
+            stop_from_state(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _processes_naming(text: str) -> list[int]:
