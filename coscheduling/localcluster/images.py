@@ -27,6 +27,7 @@ __all__ = [
     "ImageError",
     "busybox_layer",
     "ensure_images",
+    "is_dynamic_elf",
     "oci_archive",
 ]
 
@@ -39,6 +40,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+PT_INTERP = 3
 
 
 class ImageError(RuntimeError):
@@ -75,14 +77,30 @@ def _applets(busybox: Path) -> list[str]:
     return sorted({name for name in result.stdout.split() if "/" not in name} - {"busybox"})
 
 
+def is_dynamic_elf(binary: bytes) -> bool:
+    """True for an ELF executable that names a program interpreter (PT_INTERP): it needs
+    the host's libraries, which an image of busybox alone does not have."""
+    if binary[:4] != b"\x7fELF" or binary[4] != 2:  # 64-bit only (the images are amd64)
+        return False
+    offset = int.from_bytes(binary[0x20:0x28], "little")
+    size = int.from_bytes(binary[0x36:0x38], "little")
+    count = int.from_bytes(binary[0x38:0x3A], "little")
+    return any(
+        int.from_bytes(binary[start : start + 4], "little") == PT_INTERP
+        for start in range(offset, offset + size * count, size)
+    )
+
+
 def busybox_layer(busybox: Path = BUSYBOX) -> bytes:
     """An uncompressed layer: /bin/busybox, /bin/<applet> links to it, /etc, /tmp, /proc..."""
+    needed = "the images of the real nodes are made from Debian's static busybox; install " \
+        "it with `make node-packages` (busybox-static)"
     if not (busybox.is_file() and os.access(busybox, os.X_OK)):
-        raise ImageError(
-            f"{busybox} is missing: the images of the real nodes are made from Debian's "
-            "static busybox; install it with `make node-packages` (busybox-static)"
-        )
+        raise ImageError(f"{busybox} is missing: {needed}")
     binary = busybox.read_bytes()
+    if is_dynamic_elf(binary):
+        raise ImageError(f"{busybox} is dynamically linked (Debian's busybox, not "
+                         f"busybox-static): {needed}")
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for directory, mode in (("bin", 0o755), ("dev", 0o755), ("etc", 0o755),

@@ -36,7 +36,7 @@ import yaml
 
 from .build import cache_dir, ensure_kubelet
 from .certs import ClusterCerts, create_client_cert
-from .images import PAUSE_IMAGE, ImageArchive, ensure_images
+from .images import BUSYBOX, PAUSE_IMAGE, ImageArchive, ensure_images
 from .processes import (
     ClusterStartError,
     child_setup,
@@ -71,7 +71,7 @@ NODE_PACKAGES = {
     "containerd": "containerd",
     "ctr": "containerd",
     "runc": "runc",
-    "busybox": "busybox-static",
+    str(BUSYBOX): "busybox-static",
     str(CNI_BIN_DIR / "ptp"): "containernetworking-plugins",
     str(CNI_BIN_DIR / "host-local"): "containernetworking-plugins",
     str(CNI_BIN_DIR / "loopback"): "containernetworking-plugins",

@@ -9,6 +9,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import sys
 import tarfile
 import tomllib
 from pathlib import Path
@@ -24,6 +25,7 @@ from coscheduling.localcluster.images import (
     ImageError,
     busybox_layer,
     ensure_images,
+    is_dynamic_elf,
 )
 from coscheduling.localcluster.processes import ClusterStartError, process_start_time
 from coscheduling.localcluster.realnodes import MAX_REAL_NODES, RealNode, RealNodes
@@ -138,8 +140,7 @@ def test_missing_programs_are_named_with_their_package(
     monkeypatch.setenv("PATH", str(tmp_path))
     missing = realnodes.missing_node_packages()
     assert {k: v for k, v in missing.items() if not k.startswith("/")} == {
-        "containerd": "containerd", "ctr": "containerd", "runc": "runc",
-        "busybox": "busybox-static"}
+        "containerd": "containerd", "ctr": "containerd", "runc": "runc"}
     with pytest.raises(realnodes.NodePackagesError, match=r"run `make node-packages`"):
         realnodes._require_machine()
 
@@ -292,3 +293,31 @@ def test_the_machines_routes_are_read_without_the_default_one(
     monkeypatch.setattr(realnodes, "ROUTES", routes)
     assert realnodes._routed_networks() == [
         ipaddress.IPv4Network("192.0.2.0/24"), ipaddress.IPv4Network("10.39.16.2/32")]
+
+
+def _elf(*segment_types: int) -> bytes:
+    """A 64-bit ELF header with one program header per segment type (56 bytes each)."""
+    header = bytearray(64)
+    header[:5] = b"\x7fELF\x02"
+    header[0x20:0x28] = (64).to_bytes(8, "little")
+    header[0x36:0x38] = (56).to_bytes(2, "little")
+    header[0x38:0x3A] = len(segment_types).to_bytes(2, "little")
+    return bytes(header) + b"".join(t.to_bytes(4, "little") + bytes(52) for t in segment_types)
+
+
+@pytest.mark.parametrize(("binary", "dynamic"), [
+    (_elf(1, 1), False),  # PT_LOAD only: static
+    (_elf(6, 3, 1), True),  # PT_PHDR, PT_INTERP, PT_LOAD: needs ld.so
+    (b"#!/bin/sh\n", False),
+    (Path(sys.executable).resolve().read_bytes(), True),  # the Python interpreter links libc
+])
+def test_a_dynamic_executable_is_told_apart(binary: bytes, dynamic: bool) -> None:
+    assert is_dynamic_elf(binary) is dynamic
+
+
+def test_a_dynamic_busybox_is_refused_with_its_package(tmp_path: Path) -> None:
+    fake = tmp_path / "busybox"
+    fake.write_bytes(Path(sys.executable).resolve().read_bytes())
+    fake.chmod(0o755)
+    with pytest.raises(ImageError, match=r"dynamically linked.*busybox-static"):
+        busybox_layer(fake)
