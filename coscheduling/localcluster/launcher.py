@@ -1,9 +1,10 @@
 """Start a real etcd + kube-apiserver + kube-controller-manager on loopback.
 
-The cluster has no kubelets: tests create Node objects themselves, and the controller
-manager runs only the workload controllers the project needs (no node-lifecycle, which
-would taint kubelet-less nodes). Every process is started by us, tracked by pid in
-`cluster.json`, and stopped by pid, so a crashed test run leaves nothing behind.
+The cluster has no kubelets unless real nodes are asked for (realnodes.py): tests create
+Node objects themselves, and the controller manager runs only the workload controllers the
+project needs (no node-lifecycle, which would taint kubelet-less nodes). Every process is
+started by us, tracked by pid in `cluster.json`, and stopped by pid, so a crashed test run
+leaves nothing behind.
 """
 
 from __future__ import annotations
