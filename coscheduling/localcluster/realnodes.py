@@ -292,13 +292,22 @@ class RealNodes:
         self.die_with_parent = die_with_parent
         self.log = log
         self.on_change = on_change
-        ports = _node_ports(count)
-        self.nodes = [
-            RealNode(f"{name_prefix}-{i}", workdir / "nodes" / f"{name_prefix}-{i}",
-                     ports[2 * i - 2], ports[2 * i - 1])
-            for i in range(1, count + 1)
-        ]
+        self.name_prefix = name_prefix
+        self.nodes: list[RealNode] = []
+        self._plan(count)
         self.startup_seconds = 0.0
+
+    def _plan(self, count: int) -> list[RealNode]:
+        """`count` more nodes, numbered on from the last one, with ports of their own."""
+        ports = iter(_node_ports(count))
+        first = len(self.nodes) + 1
+        planned = [
+            RealNode(f"{self.name_prefix}-{i}", self.workdir / "nodes" / f"{self.name_prefix}-{i}",
+                     next(ports), next(ports))
+            for i in range(first, first + count)
+        ]
+        self.nodes.extend(planned)
+        return planned
 
     @property
     def names(self) -> list[str]:
@@ -313,24 +322,39 @@ class RealNodes:
     def start(self) -> RealNodes:
         """Start every node and wait until all are Ready (and schedulable); stop all on
         failure. `startup_seconds` says how long it took."""
+        self.startup_seconds = self._start(self.nodes)
+        return self
+
+    def add(self, count: int = 1) -> list[RealNode]:
+        """Start `count` more nodes (a cluster that grows while gangs wait); on failure
+        all nodes are stopped, as on a failed start."""
+        if not 1 <= count <= MAX_REAL_NODES - len(self.nodes):
+            raise ValueError(f"real nodes: add count must be from 1 to "
+                             f"{MAX_REAL_NODES - len(self.nodes)}, got {count}")
+        added = self._plan(count)
+        self._start(added)
+        return added
+
+    def _start(self, nodes: list[RealNode]) -> float:
+        """Start `nodes`, wait until they are Ready; the seconds it took."""
         started = time.monotonic()
         _require_machine()
         kubelet = ensure_kubelet(self.log)
         images = ensure_images(cache_dir() / "images")
         try:
-            for node in self.nodes:
+            for node in nodes:
                 self._start_containerd(node, images)
                 self._start_kubelet(node, kubelet)
-            for node in self.nodes:
+            for node in nodes:
                 self._wait_ready(node)
         except BaseException:
             self.stop()
             raise
-        self.startup_seconds = time.monotonic() - started
+        seconds = time.monotonic() - started
         versions = "; ".join(node_versions(kubelet).values())
-        self.log(f"real nodes {', '.join(self.names)} Ready in {self.startup_seconds:.1f}s "
+        self.log(f"real nodes {', '.join(n.name for n in nodes)} Ready in {seconds:.1f}s "
                  f"({versions})")
-        return self
+        return seconds
 
     def _spawn(self, node: RealNode, name: str, argv: list[str]) -> _Process:
         log_path = node.directory / f"{name}.log"

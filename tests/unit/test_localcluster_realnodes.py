@@ -116,6 +116,15 @@ def test_a_count_out_of_range_is_refused(tmp_path: Path, count: int) -> None:
         _nodes(tmp_path, count)
 
 
+@pytest.mark.parametrize("count", [0, MAX_REAL_NODES - 2])
+def test_adding_out_of_range_is_refused_before_anything_starts(tmp_path: Path,
+                                                               count: int) -> None:
+    nodes = _nodes(tmp_path, 3)
+    with pytest.raises(ValueError, match=rf"add count must be from 1 to {MAX_REAL_NODES - 3}"):
+        nodes.add(count)
+    assert nodes.names == ["real-node-1", "real-node-2", "real-node-3"]
+
+
 @pytest.mark.parametrize(("argument", "count"), [
     ("0", 0), ("2", 2), (str(MAX_REAL_NODES), MAX_REAL_NODES),
     ("two", None), ("-1", None), ("1.5", None), (str(MAX_REAL_NODES + 1), None),
