@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
 .PHONY: all venv lock image-context test unit integration lint proto proto-check cluster \
-	cluster-down demo clean
+	cluster-down demo clean node-packages
 
 all: test
 
@@ -105,8 +105,24 @@ soak: $(STAMP)
 	$(PY) -m bench.soak --minutes 5 --nodes 2000 --pods 10000 --out bench-results/soak
 
 # Start a local control plane and leave it running; prints the kubeconfig path.
+# REAL_NODES=2 also starts two kubelets that run pods (needs root and `make node-packages`).
+REAL_NODES ?= 0
 cluster: $(STAMP)
-	$(PY) -m coscheduling localcluster up --workdir $(WORKDIR)
+	$(PY) -m coscheduling localcluster up --workdir $(WORKDIR) --real-nodes $(REAL_NODES)
+
+# What the real nodes need from Debian: containerd and runc run the containers, the CNI
+# plugins give pods a network, static busybox fills the images built here. Installs only
+# what is missing (apt-get needs root and a reachable Debian mirror).
+NODE_PACKAGES := containerd runc containernetworking-plugins busybox-static
+node-packages:
+	@missing=$$(for package in $(NODE_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q 'ok installed' \
+		|| echo $$package; done); \
+	if [ -n "$$missing" ]; then \
+		echo "node-packages: installing" $$missing; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends $$missing; \
+	else echo "node-packages: installed: $(NODE_PACKAGES)"; fi
 
 cluster-down: $(STAMP)
 	$(PY) -m coscheduling localcluster down --workdir $(WORKDIR)

@@ -36,6 +36,7 @@ __all__ = [
     "cache_dir",
     "ensure_binaries",
     "ensure_helm",
+    "ensure_kubelet",
     "ensure_quantitycheck",
     "exclusive_lock",
     "find_go",
@@ -340,3 +341,15 @@ def _ensure_tool(target: _Target, log: Log) -> Path:
             if not _is_built(target.out):
                 _build(go, target, log)
     return target.out
+
+
+KUBELET_VERSION = required_version(GOMOD_DIR / "kubelet" / "go.mod", KUBERNETES_MODULE)
+
+
+def ensure_kubelet(log: Log = _default_log) -> Path:
+    """The kubelet of the real local nodes (gomod/kubelet: a release Debian's containerd
+    1.x can serve), built once from Go modules like the control plane."""
+    out = cache_dir() / "bin" / f"kubelet-v{KUBELET_VERSION}" / "kubelet"
+    target = _Target("kubelet", f"{KUBERNETES_MODULE}/cmd/kubelet", "kubelet",
+                     KUBELET_VERSION, out, kubernetes_ldflags(KUBELET_VERSION))
+    return _ensure_tool(target, log)

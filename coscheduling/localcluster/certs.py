@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SERVING_SANS", "ClusterCerts", "create_certs"]
+__all__ = ["SERVING_SANS", "ClusterCerts", "create_certs", "create_client_cert"]
 
 # Names a client may use to reach the apiserver: loopback, and the in-cluster service names.
 SERVING_SANS = (
@@ -37,9 +37,10 @@ class ClusterCerts:
     service_account_pub: Path
 
 
-def _config(common_name: str, extensions: list[str]) -> str:
+def _config(common_name: str, extensions: list[str], organization: str = "") -> str:
     """A self-contained openssl config, so the system openssl.cnf cannot interfere."""
     lines = ["[req]", "distinguished_name = dn", "prompt = no", "[dn]", f"CN = {common_name}"]
+    lines += [f"O = {organization}"] if organization else []
     return "\n".join([*lines, "[ext]", *extensions, ""])
 
 
@@ -58,14 +59,19 @@ def _openssl(*args: str, config: str | None = None) -> None:
 
 
 def _self_or_ca_signed(
-    cert: Path, key: Path, common_name: str, extensions: list[str], ca: tuple[Path, Path] | None
+    cert: Path,
+    key: Path,
+    common_name: str,
+    extensions: list[str],
+    ca: tuple[Path, Path] | None,
+    organization: str = "",
 ) -> None:
     """Create an EC key and a certificate: self-signed, or signed by `ca` (cert, key)."""
     args = ["req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
     args += ["-nodes", "-keyout", str(key), "-out", str(cert), "-days", "825", "-extensions", "ext"]
     if ca is not None:
         args += ["-CA", str(ca[0]), "-CAkey", str(ca[1])]
-    _openssl(*args, config=_config(common_name, extensions))
+    _openssl(*args, config=_config(common_name, extensions, organization))
     key.chmod(0o600)
 
 
@@ -100,3 +106,17 @@ def create_certs(directory: Path) -> ClusterCerts:
     certs.service_account_key.chmod(0o600)
     _openssl("pkey", "-in", sa_key, "-pubout", "-out", str(certs.service_account_pub))
     return certs
+
+
+def create_client_cert(
+    certs: ClusterCerts, cert: Path, key: Path, user: str, group: str
+) -> None:
+    """A client certificate signed by the cluster CA: the API server reads the user from
+    its CN and the group from its O (a kubelet is `system:node:<name>` in `system:nodes`,
+    which the Node authorizer requires)."""
+    extensions = [
+        "basicConstraints = critical,CA:FALSE",
+        "keyUsage = critical,digitalSignature,keyEncipherment",
+        "extendedKeyUsage = clientAuth",
+    ]
+    _self_or_ca_signed(cert, key, user, extensions, (certs.ca_cert, certs.ca_key), group)

@@ -13,6 +13,7 @@ from .build import (
     available_kubernetes_versions,
 )
 from .launcher import STATE_FILE, LocalCluster, running_components, stop_from_state
+from .realnodes import MAX_REAL_NODES
 
 
 def add_parser(subparsers: Any) -> None:
@@ -34,10 +35,30 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="run only etcd and kube-apiserver",
     )
+    up.add_argument(
+        "--real-nodes",
+        type=_node_count,
+        default=0,
+        metavar="N",
+        help="also start N kubelets (real-node-1..N, each over its own containerd) that run "
+        "pods; needs root and `make node-packages`",
+    )
     up.set_defaults(func=cmd_up)
     down = commands.add_parser("down", help="stop the control plane started in --workdir")
     down.add_argument("--workdir", type=Path, required=True)
     down.set_defaults(func=cmd_down)
+
+
+def _node_count(text: str) -> int:
+    """--real-nodes: a whole number from 0 to MAX_REAL_NODES."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= MAX_REAL_NODES:
+        raise argparse.ArgumentTypeError(
+            f"--real-nodes must be a whole number from 0 to {MAX_REAL_NODES}, got {text!r}")
+    return count
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -53,6 +74,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         args.workdir,
         controller_manager=not args.no_controller_manager,
         die_with_parent=False,
+        real_nodes=args.real_nodes,
     )
     cluster.start()
     cluster.detach()

@@ -1,9 +1,10 @@
 """Start a real etcd + kube-apiserver + kube-controller-manager on loopback.
 
-The cluster has no kubelets: tests create Node objects themselves, and the controller
-manager runs only the workload controllers the project needs (no node-lifecycle, which
-would taint kubelet-less nodes). Every process is started by us, tracked by pid in
-`cluster.json`, and stopped by pid, so a crashed test run leaves nothing behind.
+The cluster has no kubelets unless real nodes are asked for (realnodes.py): tests create
+Node objects themselves, and the controller manager runs only the workload controllers the
+project needs (no node-lifecycle, which would taint kubelet-less nodes). Every process is
+started by us, tracked by pid in `cluster.json`, and stopped by pid, so a crashed test run
+leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import ctypes
 import http.client
 import json
 import os
-import random
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -35,6 +33,15 @@ import yaml
 
 from .build import KUBERNETES_VERSION, Binaries, cache_dir, ensure_binaries
 from .certs import ClusterCerts, create_certs
+from .processes import (
+    ClusterStartError,
+    child_setup,
+    free_ports,
+    log_tail,
+    process_start_time,
+    wait_gone,
+)
+from .realnodes import RealNodes, stop_recorded_nodes
 from .workload_api import WorkloadAPI, workload_api
 
 __all__ = [
@@ -74,6 +81,9 @@ CONTROLLERS = (
     # ResourceClaims from a pod's ResourceClaimTemplates (DRA; resource.k8s.io/v1 is served
     # by default since 1.34), and claims given back when their pods are gone.
     "resourceclaim-controller",
+    # The kube-root-ca.crt ConfigMap of every namespace, which a real node's kubelet
+    # mounts into each pod with its service-account token.
+    "root-ca-certificate-publisher-controller",
 )
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
@@ -81,102 +91,11 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 READY_TIMEOUT = 60.0
 # etcd drains client streams for up to 7s (its request timeout) when clients are attached.
 STOP_GRACE = 8.0
-PR_SET_PDEATHSIG = 1
 STATE_FILE = "cluster.json"
-EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-MIN_PORT = 10000
-
-
-class ClusterStartError(RuntimeError):
-    """A component exited or did not become ready in time."""
 
 
 def _default_log(message: str) -> None:
     print(f"[localcluster] {message}", file=sys.stderr, flush=True)
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports below the kernel's ephemeral range.
-
-    Outgoing connections take their source ports from the ephemeral range, so a port
-    picked there could be taken (e.g. by the apiserver's own etcd connections) before
-    the component binds it, or while a component is stopped for a fault-injection test.
-    """
-    first_ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
-    rng = random.SystemRandom()
-    ports: list[int] = []
-    for _ in range(1000):
-        port = rng.randrange(MIN_PORT, max(first_ephemeral, MIN_PORT + 1000))
-        if port not in ports and _bindable(port):
-            ports.append(port)
-            if len(ports) == count:
-                return ports
-    raise ClusterStartError(
-        f"no {count} free loopback ports between {MIN_PORT} and {first_ephemeral}"
-    )
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        content = path.read_text(errors="replace").splitlines()
-    except FileNotFoundError:
-        return "(no log file)"
-    return "\n".join(content[-lines:])
-
-
-def _process_start_time(pid: int) -> int | None:
-    """Kernel start time of `pid` (field 22 of /proc/<pid>/stat), or None if it is gone.
-
-    Stored next to the pid, it tells a live process from a recycled pid.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return None if fields[0] == "Z" else int(fields[19])
-
-
-def _pid_alive(pid: int) -> bool:
-    """True unless the process is gone or a zombie (dead but not yet reaped)."""
-    return _process_start_time(pid) is not None
-
-
-def _wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while _pid_alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def child_setup(die_with_parent: bool) -> Callable[[], None] | None:
-    """preexec_fn that makes the kernel SIGKILL the child when its parent dies.
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so start
-    clusters from a long-lived thread (normally the main one).
-    """
-    if not die_with_parent:
-        return None
-    parent = os.getpid()
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def setup() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return setup
 
 
 def http_ok(url: str, context: ssl.SSLContext | None, token: str | None = None) -> bool:
@@ -214,8 +133,11 @@ class LocalCluster:
         die_with_parent: bool = True,
         log: Log = _default_log,
         binaries: Binaries | None = None,
+        real_nodes: int = 0,
     ) -> None:
         self.workdir = Path(workdir).absolute()
+        self.real_nodes_count = real_nodes
+        self.real_nodes: RealNodes | None = None
         self.controller_manager = controller_manager
         self.apiserver_args = list(apiserver_args)
         self.controller_manager_args = list(controller_manager_args)
@@ -281,11 +203,42 @@ class LocalCluster:
             self.stop()
             raise
         self.log(f"control plane ready at {self.server} in {time.monotonic() - started:.1f}s")
+        if self.real_nodes_count:
+            self.start_real_nodes(self.real_nodes_count)
         return self
+
+    def start_real_nodes(self, count: int, name_prefix: str = "real-node") -> RealNodes:
+        """Start `count` kubelets (each over its own containerd) joined to this cluster and
+        wait until they are Ready; `stop()` stops them first."""
+        if self._certs is None:
+            raise RuntimeError("start the control plane before its real nodes")
+        if self.real_nodes is not None:
+            raise RuntimeError(f"real nodes {self.real_nodes.names} already run; stop them first")
+        nodes = RealNodes(
+            workdir=self.workdir, server=self.server, certs=self._certs,
+            admin_token=self.admin_token, count=count, die_with_parent=self.die_with_parent,
+            log=self.log, on_change=self._write_state, name_prefix=name_prefix,
+        )
+        self.real_nodes = nodes
+        try:
+            nodes.start()
+        except BaseException:
+            self.real_nodes = None
+            self._write_state()
+            raise
+        return nodes
+
+    def stop_real_nodes(self) -> None:
+        """Stop the real nodes (their pods' containers go with them) and delete their Nodes."""
+        if self.real_nodes is not None:
+            self.real_nodes.stop()
+            self.real_nodes = None
+            self._write_state()
 
     def stop(self) -> None:
         """Stop every component we started (controller manager first, etcd last)."""
         atexit.unregister(self.stop)
+        self.stop_real_nodes()
         for name in reversed(list(self._components)):
             self.stop_component(name)
 
@@ -531,12 +484,13 @@ class LocalCluster:
             "components": {
                 name: {
                     "pid": pid,
-                    "start_time": _process_start_time(pid),
+                    "start_time": process_start_time(pid),
                     "exe": self._component(name).argv[0],
                     "log": str(self._component(name).log_path),
                 }
                 for name, pid in self.pids.items()
             },
+            "real_nodes": self.real_nodes.records() if self.real_nodes else [],
         }
         path = self.workdir / STATE_FILE
         partial = path.with_suffix(".json.partial")
@@ -554,7 +508,7 @@ def _owned_by_us(pid: int, record: dict[str, Any]) -> bool:
     return (
         exe == str(Path(record["exe"]).resolve())
         and Path(exe).is_relative_to(bin_root)
-        and _process_start_time(pid) == record["start_time"]
+        and process_start_time(pid) == record["start_time"]
     )
 
 
@@ -576,7 +530,11 @@ def stop_from_state(workdir: Path, log: Log = _default_log) -> list[int]:
 
     Only pids that still run our cached binary since the recorded start time are
     signalled, so a recycled pid is never killed (nor a cluster run from other binaries).
+    Real nodes go first, with their containers and mounts.
     """
+    path = Path(workdir) / STATE_FILE
+    if path.is_file():
+        stop_recorded_nodes(json.loads(path.read_text()).get("real_nodes") or [], log)
     running = running_components(workdir)
     stopped = []
     for name in reversed(COMPONENTS):
@@ -586,9 +544,9 @@ def stop_from_state(workdir: Path, log: Log = _default_log) -> list[int]:
         with contextlib.suppress(ProcessLookupError):  # it may exit on its own meanwhile
             os.kill(pid, signal.SIGTERM)
             os.kill(pid, signal.SIGCONT)
-            if not _wait_gone(pid, STOP_GRACE):
+            if not wait_gone(pid, STOP_GRACE):
                 os.kill(pid, signal.SIGKILL)
-                _wait_gone(pid, STOP_GRACE)
+                wait_gone(pid, STOP_GRACE)
         log(f"stopped {name} (pid {pid})")
         stopped.append(pid)
     return stopped

@@ -23,6 +23,7 @@ from tests.integration.fixtures import (  # noqa: F401
     crd,
     kube,
     make_namespace,
+    real_nodes,
     start_scheduler,
 )
 from tests.integration.kube import wait_until

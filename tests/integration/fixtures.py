@@ -17,6 +17,7 @@ import yaml
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.config import parse_config
 from coscheduling.localcluster import LocalCluster
+from coscheduling.localcluster.realnodes import RealNodes
 from coscheduling.plugins.registry import default_registry
 from coscheduling.service import SchedulerService
 from tests.integration.kube import InvariantWatcher, exists, wait_until
@@ -177,6 +178,23 @@ def start_scheduler(kube: KubeClient, local_cluster: LocalCluster, crd: None,
         sched.close()
     for sched in running:
         assert not sched.watcher.violations, sched.watcher.violations
+
+
+# Real nodes per module that asks for them: two, so a gang of two can span them.
+REAL_NODE_COUNT = 2
+
+
+@pytest.fixture(scope="module")
+def real_nodes(local_cluster: LocalCluster) -> Iterator[RealNodes]:
+    """Kubelets that really run pods (real-node-1..2, each over its own containerd), joined
+    to the session's control plane for one module; afterwards their containers, mounts and
+    Node objects are gone, so later tests see only the nodes they make. Needs root and
+    `make node-packages`; fails (never skips) without them."""
+    nodes = local_cluster.start_real_nodes(REAL_NODE_COUNT)
+    try:
+        yield nodes
+    finally:
+        local_cluster.stop_real_nodes()
 
 
 # crd/compat/: the other producers' group CRDs, for clusters that lack them.

@@ -1,0 +1,636 @@
+"""Real nodes on this machine: kubelets that join the local control plane and run pods.
+
+Each node is its own kubelet (own name, root dir, ports, client certificate) over its own
+containerd (own root, state, socket, runc root and CNI network): two kubelets on one
+containerd would each kill the other's pods as unknown, and clean up each other's
+containers. Kubelet v1.35 (gomod/kubelet) runs against the v1.37 API server, as the skew
+policy allows, because it still speaks to Debian's containerd 1.6 (a v1.37 kubelet needs
+containerd 2.x, which Debian 12 does not package). containerd, runc, the CNI plugins and
+busybox come from Debian packages (`make node-packages`); the images are written here.
+
+Pods get a network from the `ptp` CNI plugin (a veth pair and an address from the node's
+own /24, see pod_subnet; no bridge, no NAT), so ordinary pods and hostNetwork pods both run.
+The kubelets need root (they mount, make cgroups and network namespaces).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .build import cache_dir, ensure_kubelet
+from .certs import ClusterCerts, create_client_cert
+from .images import BUSYBOX, PAUSE_IMAGE, ImageArchive, ensure_images
+from .processes import (
+    ClusterStartError,
+    child_setup,
+    free_ports,
+    log_tail,
+    process_start_time,
+    wait_gone,
+)
+
+__all__ = [
+    "CNI_BIN_DIR",
+    "MAX_REAL_NODES",
+    "REAL_NODE_LABEL",
+    "NodePackagesError",
+    "RealNode",
+    "RealNodes",
+    "missing_node_packages",
+    "node_versions",
+    "pod_subnet",
+    "stop_recorded_nodes",
+]
+
+Log = Callable[[str], None]
+
+REAL_NODE_LABEL = "coscheduling.local/real-node"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+CNI_BIN_DIR = Path("/usr/lib/cni")
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+ROUTES = Path("/proc/net/route")
+# What each real node needs from the machine, and the Debian package that brings it.
+NODE_PACKAGES = {
+    "containerd": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    str(BUSYBOX): "busybox-static",
+    str(CNI_BIN_DIR / "ptp"): "containernetworking-plugins",
+    str(CNI_BIN_DIR / "host-local"): "containernetworking-plugins",
+    str(CNI_BIN_DIR / "loopback"): "containernetworking-plugins",
+}
+READY_TIMEOUT = 120.0
+# Each is a kubelet and a containerd; a machine that runs tests holds a few.
+MAX_REAL_NODES = 50
+STOP_GRACE = 10.0
+SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes; containerd adds ".ttrpc"
+MNT_DETACH = 2
+
+
+class NodePackagesError(RuntimeError):
+    """The machine lacks a program the real nodes need (or is not run as root)."""
+
+
+def missing_node_packages() -> dict[str, str]:
+    """Programs the real nodes need that are not installed -> the Debian package to install."""
+    missing = {}
+    for program, package in NODE_PACKAGES.items():
+        found = Path(program).is_file() if program.startswith("/") else shutil.which(program)
+        if not found:
+            missing[program] = package
+    return missing
+
+
+def _require_machine() -> None:
+    missing = missing_node_packages()
+    if missing:
+        packages = " ".join(sorted(set(missing.values())))
+        raise NodePackagesError(
+            f"real nodes need {', '.join(sorted(missing))}, which are not installed; "
+            f"run `make node-packages` (apt-get installs: {packages})"
+        )
+    if os.geteuid() != 0:
+        raise NodePackagesError("real nodes need root: the kubelet and containerd mount, "
+                                "make cgroups and network namespaces")
+
+
+def node_versions(kubelet: Path | None = None) -> dict[str, str]:
+    """The versions of what runs a real node: kubelet, containerd, runc (first lines)."""
+
+    def first_line(*argv: str) -> str:
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return (result.stdout or result.stderr).strip().splitlines()[0]
+
+    return {
+        "kubelet": first_line(str(kubelet or ensure_kubelet()), "--version"),
+        "containerd": first_line("containerd", "--version"),
+        "runc": first_line("runc", "--version"),
+    }
+
+
+@dataclass
+class _Process:
+    """One program of a node (containerd or kubelet) that we started and will stop."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def record(self) -> dict[str, Any] | None:
+        if self.process is None or self.process.poll() is not None:
+            return None
+        pid = self.process.pid
+        return {"pid": pid, "start_time": process_start_time(pid),
+                "exe": str(Path(self.argv[0]).resolve()), "log": str(self.log_path)}
+
+
+@dataclass
+class RealNode:
+    """One kubelet and its containerd, with everything under `directory`."""
+
+    name: str
+    directory: Path
+    kubelet_port: int
+    healthz_port: int
+    containerd: _Process | None = None
+    kubelet: _Process | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "containerd.sock"
+
+    @property
+    def subnet(self) -> str:
+        """The node's pod addresses, named after its kubelet port: a port is bound by one
+        kubelet at a time, so nodes of two clusters on this machine never share a /24."""
+        return pod_subnet(self.kubelet_port)
+
+    def containerd_config(self) -> str:
+        """containerd 1.6 (config version 2): every path in this node's directory."""
+        d = self.directory
+        cri = 'plugins."io.containerd.grpc.v1.cri"'
+        return "\n".join([
+            "version = 2",
+            f'root = "{d / "containerd" / "root"}"',
+            f'state = "{d / "containerd" / "state"}"',
+            'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", '
+            '"io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", '
+            '"io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp"]',
+            "[grpc]",
+            f'  address = "{self.socket}"',
+            # Unused (pods run on runc v2) but the tasks service needs it loaded.
+            '[plugins."io.containerd.runtime.v1.linux"]',
+            f'  runtime_root = "{d / "runc-v1"}"',
+            '[plugins."io.containerd.internal.v1.opt"]',
+            f'  path = "{d / "containerd" / "opt"}"',
+            f"[{cri}]",
+            f'  sandbox_image = "{PAUSE_IMAGE}"',
+            '  stream_server_address = "127.0.0.1"',
+            '  stream_server_port = "0"',
+            "  disable_apparmor = true",
+            "  netns_mounts_under_state_dir = true",
+            # No oom_score_adj below containerd's own: lowering it needs CAP_SYS_RESOURCE,
+            # which a sandboxed root may lack (the kubelet asks -998 for sandboxes).
+            "  restrict_oom_score_adj = true",
+            f"[{cri}.containerd]",
+            '  snapshotter = "overlayfs"',
+            '  default_runtime_name = "runc"',
+            f"[{cri}.containerd.runtimes.runc]",
+            '  runtime_type = "io.containerd.runc.v2"',
+            f"[{cri}.containerd.runtimes.runc.options]",
+            "  SystemdCgroup = false",
+            f'  Root = "{d / "runc"}"',
+            f"[{cri}.cni]",
+            f'  bin_dir = "{CNI_BIN_DIR}"',
+            f'  conf_dir = "{d / "cni"}"',
+            "",
+        ])
+
+    def cni_config(self) -> dict[str, Any]:
+        """A ptp network of this node's own: veth pairs, addresses from host-local."""
+        return {
+            "cniVersion": "0.4.0",
+            "name": f"coscheduling-{self.name}",
+            "plugins": [{
+                "type": "ptp",
+                "ipMasq": False,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": self.subnet}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(self.directory / "cni-ipam"),
+                },
+            }],
+        }
+
+    def kubelet_config(self, ca_file: Path) -> dict[str, Any]:
+        """Loopback ports, no read-only port, cgroup v1 with cgroupfs, and no per-QoS
+        cgroups: two kubelets under one cgroup root would remove each other's pod cgroups
+        as orphans."""
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": "127.0.0.1",
+            "port": self.kubelet_port,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.healthz_port,
+            "readOnlyPort": 0,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": False},
+                "x509": {"clientCAFile": str(ca_file)},
+            },
+            "authorization": {"mode": "AlwaysAllow"},
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "cgroupDriver": "cgroupfs",
+            "failCgroupV1": False,
+            "failSwapOn": False,
+            "cgroupsPerQOS": False,
+            "enforceNodeAllocatable": ["none"],
+            "podLogsDir": str(self.directory / "pod-logs"),
+            # The images cannot be pulled again: never collect them, never evict for disk.
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                             "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+            "maxPods": 32,
+            "serializeImagePulls": False,
+            "nodeStatusUpdateFrequency": "5s",
+        }
+
+    def records(self) -> dict[str, Any]:
+        processes = {p.name: p.record() for p in (self.containerd, self.kubelet) if p}
+        return {
+            "name": self.name,
+            "directory": str(self.directory),
+            "socket": str(self.socket),
+            "processes": {name: r for name, r in processes.items() if r is not None},
+        }
+
+
+class RealNodes:
+    """N real nodes joined to a local control plane (see LocalCluster.start_real_nodes)."""
+
+    def __init__(
+        self,
+        *,
+        workdir: Path,
+        server: str,
+        certs: ClusterCerts,
+        admin_token: str,
+        count: int,
+        die_with_parent: bool,
+        log: Log,
+        on_change: Callable[[], None] = lambda: None,
+        name_prefix: str = "real-node",
+    ) -> None:
+        if not 1 <= count <= MAX_REAL_NODES:
+            raise ValueError(f"real nodes: count must be from 1 to {MAX_REAL_NODES}, "
+                             f"got {count}")
+        self.workdir = workdir
+        self.server = server
+        self.certs = certs
+        self.admin_token = admin_token
+        self.die_with_parent = die_with_parent
+        self.log = log
+        self.on_change = on_change
+        self.name_prefix = name_prefix
+        self.nodes: list[RealNode] = []
+        self._plan(count)
+        self.startup_seconds = 0.0
+
+    def _plan(self, count: int) -> list[RealNode]:
+        """`count` more nodes, numbered on from the last one, with ports of their own."""
+        ports = iter(_node_ports(count))
+        first = len(self.nodes) + 1
+        planned = [
+            RealNode(f"{self.name_prefix}-{i}", self.workdir / "nodes" / f"{self.name_prefix}-{i}",
+                     next(ports), next(ports))
+            for i in range(first, first + count)
+        ]
+        self.nodes.extend(planned)
+        return planned
+
+    @property
+    def names(self) -> list[str]:
+        return [node.name for node in self.nodes]
+
+    def records(self) -> list[dict[str, Any]]:
+        """What `stop_recorded_nodes` needs to stop them from another process."""
+        return [node.records() for node in self.nodes]
+
+    # -- start -------------------------------------------------------------------------
+
+    def start(self) -> RealNodes:
+        """Start every node and wait until all are Ready (and schedulable); stop all on
+        failure. `startup_seconds` says how long it took."""
+        self.startup_seconds = self._start(self.nodes)
+        return self
+
+    def add(self, count: int = 1) -> list[RealNode]:
+        """Start `count` more nodes (a cluster that grows while gangs wait); on failure
+        all nodes are stopped, as on a failed start."""
+        if not 1 <= count <= MAX_REAL_NODES - len(self.nodes):
+            raise ValueError(f"real nodes: add count must be from 1 to "
+                             f"{MAX_REAL_NODES - len(self.nodes)}, got {count}")
+        added = self._plan(count)
+        self._start(added)
+        return added
+
+    def _start(self, nodes: list[RealNode]) -> float:
+        """Start `nodes`, wait until they are Ready; the seconds it took."""
+        started = time.monotonic()
+        _require_machine()
+        kubelet = ensure_kubelet(self.log)
+        images = ensure_images(cache_dir() / "images")
+        try:
+            for node in nodes:
+                self._start_containerd(node, images)
+                self._start_kubelet(node, kubelet)
+            for node in nodes:
+                self._wait_ready(node)
+        except BaseException:
+            self.stop()
+            raise
+        seconds = time.monotonic() - started
+        versions = "; ".join(node_versions(kubelet).values())
+        self.log(f"real nodes {', '.join(n.name for n in nodes)} Ready in {seconds:.1f}s "
+                 f"({versions})")
+        return seconds
+
+    def _spawn(self, node: RealNode, name: str, argv: list[str]) -> _Process:
+        log_path = node.directory / f"{name}.log"
+        with log_path.open("ab") as log_file:
+            log_file.write(f"\n=== starting {name}: {' '.join(argv)}\n".encode())
+            log_file.flush()
+            process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                cwd=node.directory, start_new_session=True,
+                preexec_fn=child_setup(self.die_with_parent),
+            )
+        return _Process(name, argv, log_path, process)
+
+    def _start_containerd(self, node: RealNode, images: tuple[ImageArchive, ...]) -> None:
+        # A node dir left by a crashed run holds mounts; a new node starts empty.
+        _unmount_under(node.directory)
+        shutil.rmtree(node.directory, ignore_errors=True)
+        (node.directory / "cni").mkdir(parents=True)
+        if len(str(node.socket)) > SOCKET_PATH_MAX:
+            raise NodePackagesError(
+                f"workdir {self.workdir} is too deep: containerd's socket {node.socket} "
+                f"would be longer than {SOCKET_PATH_MAX} characters")
+        (node.directory / "containerd.toml").write_text(node.containerd_config())
+        (node.directory / "cni" / "10-ptp.conflist").write_text(
+            json.dumps(node.cni_config(), indent=2))
+        containerd = shutil.which("containerd") or "containerd"
+        node.containerd = self._spawn(
+            node, "containerd", [containerd, "--config", str(node.directory / "containerd.toml")])
+        self.on_change()
+        self._wait(node, node.containerd, lambda: self._ctr(node, "version").returncode == 0)
+        for image in images:
+            result = self._ctr(node, "images", "import", str(image.path))
+            if result.returncode != 0:
+                raise NodePackagesError(
+                    f"{node.name}: importing {image.reference} from {image.path} failed: "
+                    f"{result.stderr.strip()}")
+
+    def _ctr(self, node: RealNode, *args: str) -> subprocess.CompletedProcess[str]:
+        command = ["ctr", "--address", str(node.socket), "--namespace", "k8s.io", *args]
+        return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+
+    def _start_kubelet(self, node: RealNode, kubelet: Path) -> None:
+        cert, key = node.directory / "kubelet-client.crt", node.directory / "kubelet-client.key"
+        create_client_cert(self.certs, cert, key, f"system:node:{node.name}", "system:nodes")
+        kubeconfig = node.directory / "kubelet.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(self._kubeconfig(cert, key), sort_keys=False))
+        config = node.directory / "kubelet.yaml"
+        config.write_text(yaml.safe_dump(node.kubelet_config(self.certs.ca_cert)))
+        node.kubelet = self._spawn(node, "kubelet", [
+            str(kubelet),
+            f"--config={config}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={node.directory / 'kubelet'}",
+            f"--hostname-override={node.name}",
+            f"--node-labels={REAL_NODE_LABEL}=true",
+            "--v=1",
+        ])
+        self.on_change()
+
+    def _kubeconfig(self, cert: Path, key: Path) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {
+                "server": self.server, "certificate-authority": str(self.certs.ca_cert)}}],
+            "users": [{"name": "kubelet", "user": {
+                "client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "kubelet"}}],
+            "current-context": "local",
+        }
+
+    def _wait(self, node: RealNode, process: _Process, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        assert process.process is not None
+        while not ready():
+            if process.process.poll() is not None or time.monotonic() > deadline:
+                state = (f"exited with code {process.process.returncode}"
+                         if process.process.poll() is not None
+                         else f"not ready after {READY_TIMEOUT:.0f}s")
+                raise ClusterStartError(
+                    f"{node.name}: {process.name} {state}; last lines of "
+                    f"{process.log_path}:\n{log_tail(process.log_path)}")
+            time.sleep(0.2)
+
+    def _wait_ready(self, node: RealNode) -> None:
+        """Ready as the kubelet reports it; then lift the not-ready taint, which the
+        node-lifecycle controller (not run by the local control plane) would lift."""
+        assert node.kubelet is not None
+        self._wait(node, node.kubelet, lambda: _is_ready(self._api("GET", _node_path(node))))
+        for _ in range(10):
+            body = self._api("GET", _node_path(node))
+            assert body is not None
+            taints = body["spec"].get("taints") or []
+            kept = [t for t in taints if t.get("key") != NOT_READY_TAINT]
+            if len(kept) == len(taints):
+                return
+            body["spec"]["taints"] = kept
+            if self._api("PUT", _node_path(node), body) is not None:
+                return
+        raise RuntimeError(f"{node.name}: could not lift the {NOT_READY_TAINT} taint")
+
+    def _api(self, method: str, path: str, body: Any = None) -> dict[str, Any] | None:
+        """One call as the admin: the object, or None on 404/409 (absent, or changed)."""
+        request = urllib.request.Request(
+            f"{self.server}{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.admin_token}",
+                     "Content-Type": "application/json"})
+        context = ssl.create_default_context(cafile=str(self.certs.ca_cert))
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                answer: dict[str, Any] = json.loads(response.read())
+                return answer
+        except urllib.error.HTTPError as error:
+            if error.code in (404, 409):
+                return None
+            raise
+
+    # -- stop --------------------------------------------------------------------------
+
+    def stop(self, *, delete_nodes: bool = True) -> None:
+        """Stop kubelets and containerds, remove every container, mount and state dir they
+        made (logs stay); delete the Node objects too (else they would stay Ready with no
+        kubelet behind them)."""
+        for node in self.nodes:
+            _stop_node(node.records(), self.log)
+            node.containerd = node.kubelet = None
+            self.on_change()
+            if delete_nodes:
+                with contextlib.suppress(OSError):  # the control plane may be gone already
+                    self._api("DELETE", _node_path(node))
+
+
+def pod_subnet(kubelet_port: int) -> str:
+    """10.<port / 256>.<port % 256>.0/24: below the ephemeral range that is 10.39-10.127,
+    clear of the service range (10.0.0.0/24)."""
+    return f"10.{kubelet_port >> 8}.{kubelet_port & 0xFF}.0/24"
+
+
+def _routed_networks() -> list[ipaddress.IPv4Network]:
+    """The machine's IPv4 routes but the default one (/proc/net/route, little-endian)."""
+    networks = []
+    with contextlib.suppress(OSError):
+        for line in ROUTES.read_text().splitlines()[1:]:
+            fields = line.split()
+            destination, mask = (int(fields[i], 16).to_bytes(4, "little") for i in (1, 7))
+            if any(mask):
+                networks.append(ipaddress.IPv4Network(
+                    f"{ipaddress.IPv4Address(destination)}/{ipaddress.IPv4Address(mask)}",
+                    strict=False))
+    return networks
+
+
+def _node_ports(count: int) -> list[int]:
+    """(kubelet, healthz) port pairs whose pod subnets overlap none of the machine's routes
+    (another running node's pods, or a network of the machine's own)."""
+    routed = _routed_networks()
+    for _ in range(20):
+        ports = free_ports(2 * count)
+        subnets = [ipaddress.IPv4Network(pod_subnet(port)) for port in ports[::2]]
+        if not any(s.overlaps(r) for s in subnets for r in routed):
+            return ports
+    raise ClusterStartError(f"no {count} pod subnets clear of the machine's routes")
+
+
+def _node_path(node: RealNode) -> str:
+    return f"/api/v1/nodes/{node.name}"
+
+
+def _is_ready(node: dict[str, Any] | None) -> bool:
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _owned(record: dict[str, Any]) -> bool:
+    """True if the recorded pid still runs the recorded program since the recorded time."""
+    pid = int(record["pid"])
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return False
+    return bool(exe == record["exe"] and process_start_time(pid) == record["start_time"])
+
+
+def _terminate(record: dict[str, Any]) -> None:
+    if not _owned(record):
+        return
+    pid = int(record["pid"])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        if not wait_gone(pid, STOP_GRACE):
+            os.kill(pid, signal.SIGKILL)
+            wait_gone(pid, STOP_GRACE)
+
+
+def _stop_node(record: dict[str, Any], log: Log) -> None:
+    """Kubelet first (so it restarts nothing), then every container through containerd,
+    then containerd and any shim it left, then the mounts; the directory goes last."""
+    processes = record["processes"]
+    if "kubelet" in processes:
+        _terminate(processes["kubelet"])
+    if "containerd" in processes and _owned(processes["containerd"]):
+        _remove_containers(Path(record["socket"]))
+        _terminate(processes["containerd"])
+    for pid in _shims_of(Path(record["socket"])):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    directory = Path(record["directory"])
+    _unmount_under(directory)
+    _remove_log_links(directory)
+    # The logs and configuration files stay, as the control plane's do, for a post-mortem.
+    for entry in directory.iterdir() if directory.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.is_socket():
+            entry.unlink(missing_ok=True)
+    if processes:
+        log(f"stopped real node {record['name']}")
+
+
+def _remove_containers(socket: Path) -> None:
+    """Kill and delete every task and container of the node's containerd (pods and
+    sandboxes), so no container outlives its node."""
+
+    def ctr(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ctr", "--address", str(socket), "--namespace", "k8s.io", *args],
+                              capture_output=True, text=True, check=False, timeout=60)
+
+    for task in ctr("tasks", "list", "--quiet").stdout.split():
+        ctr("tasks", "kill", "--signal", "SIGKILL", task)
+        ctr("tasks", "delete", "--force", task)
+    containers = ctr("containers", "list", "--quiet").stdout.split()
+    if containers:
+        ctr("containers", "delete", *containers)
+
+
+def _shims_of(socket: Path) -> Iterator[int]:
+    """Pids of containerd shims started for this node's containerd (their command line
+    names its socket), e.g. when containerd was killed before its containers."""
+    needle = str(socket).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if argv and argv[0].endswith(b"containerd-shim-runc-v2") and needle in argv:
+                yield int(entry.name)
+
+
+def _remove_log_links(directory: Path) -> None:
+    """The kubelet links each container's log into /var/log/containers (a fixed path);
+    drop the links into this node's pod logs."""
+    with contextlib.suppress(OSError):
+        for link in CONTAINER_LOG_LINKS.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and Path(os.readlink(link)).is_relative_to(directory):
+                    link.unlink()
+
+
+def _unmount_under(directory: Path) -> None:
+    """Detach every mount at or below `directory` (deepest first): the kubelet's own
+    bind mount of its root dir, pod volumes, container root filesystems, network
+    namespaces."""
+    prefix = str(directory.absolute())
+    try:
+        mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    targets = {line.split()[4].replace("\\040", " ") for line in mountinfo}
+    umount2 = ctypes.CDLL(None, use_errno=True).umount2
+    for target in sorted(targets, key=len, reverse=True):
+        if target == prefix or target.startswith(prefix + "/"):
+            umount2(target.encode(), MNT_DETACH)
+
+
+def stop_recorded_nodes(records: list[dict[str, Any]], log: Log) -> None:
+    """Stop real nodes recorded in a cluster's state file (`localcluster down`)."""
+    for record in records:
+        _stop_node(record, log)
