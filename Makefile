@@ -57,14 +57,14 @@ image-context: $(STAMP)
 
 # Every test, the real-control-plane ones included. The first run builds etcd,
 # kube-apiserver and kube-controller-manager from Go modules (several minutes, cached).
-test: $(STAMP)
+test: $(STAMP) node-packages
 	$(PY) -m coscheduling.localcluster
 	$(PY) -m pytest tests -q
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
-integration: $(STAMP)
+integration: $(STAMP) node-packages
 	$(PY) -m pytest tests/integration -q
 
 # Ruff, mypy --strict, and the import contracts of pyproject.toml (layers only point down,
