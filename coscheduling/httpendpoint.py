@@ -61,7 +61,7 @@ class GatedServer(HTTPServer):
 
     def __init__(self, address: tuple[str, int],
                  handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
+        # Set before binding: a failed bind calls server_close.
         self._selector = selectors.DefaultSelector()
         self._waiting: dict[socket.socket, _Waiting] = {}  # oldest first
         self._answering = 0
@@ -72,6 +72,7 @@ class GatedServer(HTTPServer):
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="http")
         self._closed = False
         self._gate = threading.Thread(target=self._gather, name="http-gate", daemon=True)
+        super().__init__(address, handler)
         self._gate.start()
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -154,7 +155,8 @@ class GatedServer(HTTPServer):
         super().server_close()
         self._closed = True
         self._wake.send(b"\0")
-        self._gate.join(timeout=2)
+        if self._gate.is_alive():
+            self._gate.join(timeout=2)
         with self._lock:
             for sock in list(self._waiting):
                 self._drop(sock)

@@ -85,3 +85,10 @@ def test_a_connection_is_answered_once_its_head_is_whole_or_closed_after_the_tim
     assert received.split(b"\r\n", 1)[0].startswith(first_line), received[:200]
     if not first_line:
         assert received == b""
+
+
+def test_a_busy_port_is_a_listen_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy, \
+            pytest.raises(httpendpoint.ListenError, match="cannot serve /metrics"):
+        HttpEndpoint(f"127.0.0.1:{busy.getsockname()[1]}", SchedulerMetrics(),
+                     ready=lambda: True, alive=lambda: True)
