@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -451,3 +453,36 @@ def test_a_retry_after_that_is_no_wait_returns_the_answer(
     server = serve(answering(busy, close_after=True))
     wire = Wire(f"http://127.0.0.1:{server.port}", None, None, keep=4)
     assert wire.exchange("GET", "/", {}, None, 2, 2).status == 503
+
+
+@pytest.fixture(scope="module")
+def tls_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = str(directory / "cert.pem"), str(directory / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.parametrize(("script", "connections", "second"), [
+    (answering(OK, REAL), [0], b'{"real"}'),  # nothing left over: the connection is kept
+    (_extra_after_first(0.0), [0, 1], b'{"real"}'),  # left over, inside TLS: dropped
+], ids=["kept", "left over"])
+def test_over_tls_a_clean_connection_is_kept_and_one_with_bytes_left_is_not(
+        serve: Callable[[Script], Server], tls_pair: tuple[str, str], script: Script,
+        connections: list[int], second: bytes) -> None:
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(*tls_pair)
+
+    def tls(conn: socket.socket, index: int) -> None:
+        with contextlib.suppress(OSError):
+            script(server_context.wrap_socket(conn, server_side=True), index)
+
+    server = serve(tls)
+    client_context = ssl.create_default_context(cafile=tls_pair[0])
+    wire = Wire(f"https://127.0.0.1:{server.port}", client_context, "localhost", keep=4)
+    assert wire.exchange("GET", "/first", {}, None, 2, 2).body == b"{}"
+    assert wire.exchange("GET", "/second", {}, None, 2, 2).body == second
+    assert server.connections == connections
