@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import json
 import socket
 import ssl
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from coscheduling.cluster import wire as wire_module
+from coscheduling.cluster.kubeconfig import load_endpoint
 from coscheduling.cluster.wire import Wire, WireError
 
 Script = Callable[[socket.socket, int], None]
@@ -486,3 +489,26 @@ def test_over_tls_a_clean_connection_is_kept_and_one_with_bytes_left_is_not(
     assert wire.exchange("GET", "/first", {}, None, 2, 2).body == b"{}"
     assert wire.exchange("GET", "/second", {}, None, 2, 2).body == second
     assert server.connections == connections
+
+
+def test_watches_on_urllib3_cap_retry_after_as_the_exchange_does(
+        serve: Callable[[Script], Server], tmp_path: Path) -> None:
+    """A watch (urllib3's pool) answered 503 with Retry-After of a day tries again after
+    RETRY_AFTER_MAX, not a day later (urllib3's own cap is 6 hours)."""
+    busy = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 86400\r\n"
+            b"Content-Length: 2\r\n\r\n{}")
+    server = serve(answering(busy, OK, close_after=True))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    pool = load_endpoint(str(kubeconfig)).pool(2)
+    answers: list[int] = []
+    thread = threading.Thread(target=lambda: answers.append(
+        pool.request("GET", f"http://127.0.0.1:{server.port}/api/v1/pods?watch=true").status),
+        daemon=True)
+    thread.start()
+    thread.join(timeout=60)  # generous: the cap is 5 s
+    assert answers == [200]
