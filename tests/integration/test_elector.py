@@ -47,13 +47,14 @@ def test_an_overflow_error_in_the_election_thread_ends_leadership_and_the_proces
                            "resourceName": lease, "leaseDuration": "10s",
                            "renewDeadline": "8s", "retryPeriod": "500ms"}}))
     log = tmp_path / "replica.log"
-    # Lease requests 1 (not found) and the create make it leader; every round then reads
-    # and writes the Lease: the 12th request fails, about 2.5 s into its term.
+    # It leads from its first round on; every round then reads and writes the Lease: the
+    # 40th request fails, about 10 s into its term (time to label its pod, even when the
+    # machine is loaded).
     process = subprocess.Popen(
         [sys.executable, "-m", "coscheduling", "run", "--kubeconfig",
          str(local_cluster.kubeconfig), "--config", str(config), "--no-grpc"],
         stdout=log.open("w"), stderr=subprocess.STDOUT,
-        env={**os.environ, "COSCHEDULING_FAULT": "election-error:12", "POD_NAME": replica,
+        env={**os.environ, "COSCHEDULING_FAULT": "election-error:40", "POD_NAME": replica,
              "POD_NAMESPACE": namespace})
     lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{lease}"
     seen: dict[str, Any] = {}
@@ -74,7 +75,7 @@ def test_an_overflow_error_in_the_election_thread_ends_leadership_and_the_proces
     text = log.read_text()
     assert seen == {"label": True, "holder": True}, (seen, text[-3000:])
     assert process.returncode == 1, text[-3000:]
-    assert "leader election failed (OverflowError: fault election-error:12)" in text, \
+    assert "leader election failed (OverflowError: fault election-error:40)" in text, \
         text[-3000:]
     assert "Traceback" in text  # the log says where it failed
     assert LEADER_LABEL not in _labels(kube, namespace, replica)
