@@ -5,6 +5,9 @@ environment variable COSCHEDULING_FAULT, read once when the scheduler starts.
                       K-th successful bind of one gang: a release cut off part-way, on purpose.
   stop-before-bind:K  the process stops itself (SIGSTOP) right before its K-th bind request,
                       after every check of its own: a paused leader, resumed by the test.
+  election-error:K    the K-th request of the leader election (a Lease read or write) raises
+                      OverflowError, as a huge Content-Length once did in the client: the
+                      election thread must end leadership and the process.
 
 Without the variable nothing is wrapped: the bind path costs nothing more.
 """
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 ENV = "COSCHEDULING_FAULT"
-POINTS = ("after-bind", "stop-before-bind")
+POINTS = ("after-bind", "stop-before-bind", "election-error")
 EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
 
 
@@ -34,7 +37,7 @@ class FaultError(ValueError):
 class Fault:
     point: str
     count: int
-    _binds: int = 0
+    _reached: int = 0  # times the point was reached
     _gang_binds: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Set by SIGCONT: a stop injected here holds its thread until the process is continued.
@@ -53,8 +56,8 @@ class Fault:
         if self.point != "stop-before-bind":
             return
         with self._lock:
-            self._binds += 1
-            fire = self._binds == self.count
+            self._reached += 1
+            fire = self._reached == self.count
         if fire:
             print(f"coscheduling: fault {self.point}:{self.count}: stopping", file=sys.stderr,
                   flush=True)
@@ -71,6 +74,17 @@ class Fault:
         if self.point == "stop-before-bind":
             signal.signal(signal.SIGCONT, lambda signum, frame: self._continued.set())
             self._watching = True
+
+    def before_lease_request(self) -> None:
+        if self.point != "election-error":
+            return
+        with self._lock:
+            self._reached += 1
+            fire = self._reached == self.count
+        if fire:
+            print(f"coscheduling: fault {self.point}:{self.count}: raising OverflowError",
+                  file=sys.stderr, flush=True)
+            raise OverflowError(f"fault {self.point}:{self.count}")
 
     def after_bind(self, group_key: str) -> None:
         if self.point != "after-bind" or not group_key:

@@ -61,6 +61,8 @@ class BindingClient(KubeClient):
 
     def request(self, method: str, path: str, *, body: Any = None,
                 **kwargs: Any) -> dict[str, Any]:
+        if self.fault is not None and "/leases/" in path:
+            self.fault.before_lease_request()
         self._check_lease(method, path)
         return self._send(method, path, body=body, **kwargs)
 

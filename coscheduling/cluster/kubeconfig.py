@@ -30,6 +30,7 @@ import urllib3
 import yaml
 from urllib3.connection import HTTPConnection
 
+from coscheduling.cluster.wire import RETRY_AFTER_MAX
 from coscheduling.config.errors import ConfigError, as_list, as_mapping
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -85,8 +86,11 @@ class Endpoint:
 
     def pool(self, maxsize: int) -> urllib3.PoolManager:
         """A connection pool to this server, through its proxy when it has one."""
+        # urllib3's default retries, with Retry-After capped as the client's own exchange
+        # caps it (urllib3 waits up to 6 hours: a watch would stall that long).
         options: dict[str, Any] = {"num_pools": 4, "maxsize": maxsize,
-                                   "socket_options": KEEPALIVE}
+                                   "socket_options": KEEPALIVE, "retries": urllib3.Retry(
+                                       3, retry_after_max=int(RETRY_AFTER_MAX))}
         if self.ssl_context is not None:
             verify = self.ssl_context.verify_mode != ssl.CERT_NONE
             options["ssl_context"] = self.ssl_context

@@ -8,13 +8,23 @@ and gives up leadership the moment it has gone ``renew_deadline`` without a succ
 renewal, before any other candidate may take over (renew_deadline < lease_duration), so two
 leaders never overlap.
 Updates use the Lease's resourceVersion, so two candidates cannot both win a race.
+
+The election thread must never end quietly: a replica whose thread died would keep its
+leader label (and so the gRPC Service's traffic) and never run for leader again. Any
+exception ends leadership and the process (``_fail``): ``on_stopped_leading`` stops the
+scheduler and tells the command's main loop, which exits 1 after draining gRPC (the pod
+restarts, the Service stops routing to it), and the Lease is handed back. Should nothing end
+the process within ``EXIT_AFTER_FAILURE`` seconds (a main loop that does not watch, or a
+shutdown that hangs), the thread ends it itself with ``os._exit`` once the logs are flushed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -26,6 +36,12 @@ from coscheduling.cluster.client import ApiError, KubeClient, q
 from coscheduling.config.types import LeaderElection
 
 log = logging.getLogger(__name__)
+
+# How long a failed election thread waits for the process to shut down on its own (the main
+# loop notices within a second; gRPC gets up to its --grace, 10 s by default, to drain)
+# before it ends the process itself.
+EXIT_AFTER_FAILURE = 60.0
+FAILURE_EXIT_CODE = 1
 
 
 def default_identity() -> str:
@@ -69,6 +85,34 @@ class LeaderElector:
             self._release()
 
     def _run(self) -> None:
+        try:
+            self._campaign()
+        except BaseException as err:  # whatever it is, this replica can no longer elect
+            self._fail(err)
+
+    def _fail(self, err: BaseException) -> None:
+        """End leadership and the process after ``err`` escaped the election loop."""
+        was_leading = self.leading.is_set()
+        self.leading.clear()  # holds_lease() is False from here: nothing more is bound
+        log.critical("leader election failed (%s: %s); ending leadership and the process",
+                     type(err).__name__, err, exc_info=err)
+        try:
+            self.on_stopped_leading()  # stops the scheduler; the main loop exits 1
+        except BaseException:
+            log.critical("stopping after the election failed did not work either",
+                         exc_info=True)
+            exit_now(FAILURE_EXIT_CODE)
+        if was_leading:
+            try:  # a follower takes over at once instead of after leaseDuration
+                self._release()
+            except Exception as release_err:
+                log.warning("could not hand the lease back: %s", release_err)
+        if not self._stop.wait(EXIT_AFTER_FAILURE):  # stop() is part of every shutdown
+            log.critical("the process did not stop within %gs of the election failing; "
+                         "exiting", EXIT_AFTER_FAILURE)
+            exit_now(FAILURE_EXIT_CODE)
+
+    def _campaign(self) -> None:
         last_renew = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
@@ -180,3 +224,12 @@ class LeaderElector:
         except ApiError as err:
             log.warning("could not release the lease: %s", err)
         self.leading.clear()
+
+
+def exit_now(code: int) -> None:
+    """End the process from any thread, after flushing what it has logged: sys.exit would
+    only end the calling thread."""
+    for flushing in [*logging.getLogger().handlers, sys.stdout, sys.stderr]:
+        with contextlib.suppress(Exception):  # a broken stream must not keep the process up
+            flushing.flush()
+    os._exit(code)

@@ -11,16 +11,25 @@ Used for plain requests to a server reached directly; watches (streams) and serv
 a proxy stay on urllib3. TLS is the endpoint's own context (certificate and host name
 checked by ``ssl``, as urllib3 has them checked). Retries are urllib3's defaults: a failed
 connect is tried again up to 3 times, and an idempotent request answered 413, 429 or 503
-with a ``Retry-After`` in seconds is sent again after that wait, up to 3 times. A kept
-connection the server closed while it was idle is found before it is used; one that breaks
-after a request went out is retried only for an idempotent request (a POST the server may
-have acted on is never sent twice).
+with a ``Retry-After`` (whole seconds or an HTTP date, as urllib3 reads it; capped at
+``RETRY_AFTER_MAX``) is sent again after that wait, up to 3 times. A kept connection the
+server closed while it was idle is found before it is used; one that breaks after a request
+went out is retried only for an idempotent request (a POST the server may have acted on is
+never sent twice).
+
+An answer is read strictly (RFC 9112), since a misread one would be taken for the next
+request's: a connection with bytes left over after an answer is closed, not kept; chunk
+sizes are hex digits only; Content-Length values that disagree are an error; a body larger
+than ``MAX_BODY`` is refused before it is read; a request target with a space or control
+character is refused before it is sent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import io
+import re
 import select
 import socket
 import ssl
@@ -34,6 +43,19 @@ MAX_LINE = 65536
 RETRIES = 3
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_AFTER_STATUSES = frozenset({413, 429, 503})
+# The API server asks for 1 s (priority and fairness); urllib3 caps at 6 hours, which on the
+# election thread would outlast the renew deadline many times over (a leader that cannot
+# renew must notice it), so a wait is capped far below the default renewDeadline of 10 s.
+RETRY_AFTER_MAX = 5.0
+# The biggest answer the scheduler reads is an informer's list page: 250 objects
+# (informer.page_size), each at most etcd's default request limit of 1.5 MiB, is 375 MiB;
+# with the list's envelope and margin, 512 MiB. A bigger body is refused unread.
+MAX_BODY = 512 * 1024 * 1024
+READ_PIECE = 1024 * 1024  # a long body is read this much at a time, not allocated at once
+MAX_CHUNK_DIGITS = 16  # 64 bits of size; more is no chunk a server means
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,%d}" % MAX_CHUNK_DIGITS)
+_RETRY_SECONDS = re.compile(r"[0-9]+")
+_BAD_TARGET = re.compile(r"[\x00-\x20\x7f]")  # what http.client refuses in a target too
 
 
 class WireError(Exception):
@@ -53,11 +75,24 @@ class Answer:
         """Seconds to wait before sending the request again (urllib3's default), or None."""
         if method not in IDEMPOTENT or self.status not in RETRY_AFTER_STATUSES:
             return None
-        try:
-            seconds = float(self.retry_after)
-        except ValueError:
-            return None  # absent, or an HTTP date: not retried
-        return seconds if seconds >= 0 else None
+        return retry_after_seconds(self.retry_after)
+
+
+def retry_after_seconds(value: str, now: float | None = None) -> float | None:
+    """A ``Retry-After`` value as urllib3 reads it: whole seconds, or an HTTP date (the
+    wait until then, at least 0), capped at RETRY_AFTER_MAX; None when absent or anything
+    else (``1.5``, ``inf``, ``-1``: not retried)."""
+    value = value.strip(" \t")
+    if _RETRY_SECONDS.fullmatch(value):
+        return min(float(int(value)), RETRY_AFTER_MAX)
+    date = email.utils.parsedate_tz(value) if value else None
+    if date is None:
+        return None
+    try:
+        seconds = email.utils.mktime_tz(date) - (time.time() if now is None else now)
+    except (OverflowError, ValueError):  # a year no clock reaches
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
 
 
 class _Connection:
@@ -84,6 +119,22 @@ class _Connection:
         poller.register(self.sock, select.POLLIN)
         try:
             return bool(poller.poll(0))
+        except OSError:
+            return True
+
+    def leftover(self) -> bool:
+        """Whether bytes follow the answer just read (in the reader's buffer, TLS's or the
+        socket's): read later, they would be taken for the next request's answer. peek
+        returns buffered bytes without I/O, else reads once: the socket is made
+        non-blocking for it (the next exchange sets its timeout again). Nothing reads an
+        idle connection, so ``dropped`` need not look at the buffer again."""
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return True
+        try:
+            self.sock.settimeout(0.0)
+            return bool(self.reader.peek(1))
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
         except OSError:
             return True
 
@@ -146,6 +197,9 @@ class Wire:
 
     def _encode(self, method: str, target: str, headers: Mapping[str, str],
                 body: bytes | None) -> bytes:
+        if not target.startswith("/") or _BAD_TARGET.search(target):
+            raise WireError(f"request target {target[:80]!r}: must start with / and hold no "
+                            "space or control character (quote it)")
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header}"]
         for name, value in headers.items():
             if any(c in name or c in value for c in "\r\n\0"):  # would split the request
@@ -193,7 +247,7 @@ class Wire:
         return sock
 
     def _give_back(self, connection: _Connection, keep: bool) -> None:
-        if keep:
+        if keep and not connection.leftover():
             with self._lock:
                 if len(self._idle) < self._keep:
                     self._idle.append(connection)
@@ -235,7 +289,7 @@ def _read_answer(connection: _Connection, request: bytes, method: str) -> tuple[
     elif length is not None:
         body = _exactly(reader, length)
     else:  # no length: the body runs to the end of the connection
-        body = reader.read()
+        body = _to_end(reader)
         keep = False
     return Answer(status, reason, body, retry_after), keep and status != 101
 
@@ -264,9 +318,7 @@ def _read_headers(reader: io.BufferedReader,
         name, _, value = line.decode("latin-1").partition(":")
         name, value = name.strip().lower(), value.strip()
         if name == "content-length":
-            if not value.isdecimal() or not value.isascii():
-                raise WireError(f"Content-Length: not a number: {value[:40]!r}")
-            length = int(value)
+            length = _content_length(value, length)
         elif name == "retry-after":
             retry_after = value
         elif name == "transfer-encoding":
@@ -277,28 +329,74 @@ def _read_headers(reader: io.BufferedReader,
     raise WireError(f"an answer has more than {MAX_HEADER_LINES} header lines")
 
 
+def _content_length(value: str, before: int | None) -> int:
+    """A Content-Length value (a list of equal ones, or equal to an earlier header's, is
+    one length, as RFC 9112 allows); lengths that disagree are an error."""
+    lengths = {v.strip() for v in value.split(",")}
+    for text in lengths:
+        if not text.isdecimal() or not text.isascii() or len(text) > 19:
+            raise WireError(f"Content-Length: not a number: {value[:40]!r}")
+    found = {int(text) for text in lengths} | ({before} if before is not None else set())
+    if len(found) > 1:
+        raise WireError(f"Content-Length: the answer gives different lengths: "
+                        f"{sorted(found)[:4]}")
+    length = found.pop()
+    if length > MAX_BODY:
+        raise WireError(f"Content-Length: {length} bytes is more than the {MAX_BODY} an "
+                        "answer may have")
+    return length
+
+
 def _exactly(reader: io.BufferedReader, length: int) -> bytes:
-    data = reader.read(length)
+    """``length`` bytes; a long body is read piece by piece, so a length the server does
+    not send costs no memory up front."""
+    if length <= READ_PIECE:
+        data = reader.read(length)
+    else:
+        pieces, left = [], length
+        while left and (piece := reader.read(min(left, READ_PIECE))):
+            pieces.append(piece)
+            left -= len(piece)
+        data = b"".join(pieces)
     if len(data) != length:
         raise WireError(f"the connection closed {length - len(data)} bytes before the "
                         "answer's end")
     return data
 
 
+def _to_end(reader: io.BufferedReader) -> bytes:
+    """A body without a length: up to the connection's end, at most MAX_BODY bytes."""
+    pieces, total = [], 0
+    while piece := reader.read1(READ_PIECE):
+        total += len(piece)
+        if total > MAX_BODY:
+            raise WireError(f"an answer without a length ran past {MAX_BODY} bytes")
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
+def _chunk_size(line: bytes) -> int:
+    """A chunk's size line: hex digits, then optionally extensions after ';' (ignored)."""
+    size = line.split(b";", 1)[0].rstrip(b"\r\n \t")
+    if not _CHUNK_SIZE.fullmatch(size):
+        raise WireError(f"a chunk's size is not 1 to {MAX_CHUNK_DIGITS} hex digits: "
+                        f"{size[:40]!r}")
+    return int(size, 16)
+
+
 def _read_chunks(reader: io.BufferedReader) -> bytes:
     parts = []
+    total = 0
     while True:
-        size_line = _line(reader).split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise WireError(f"a chunk's size is not hexadecimal: {size_line[:40]!r}") from None
-        if size < 0:
-            raise WireError(f"a chunk's size is negative: {size_line[:40]!r}")
+        size = _chunk_size(_line(reader))
         if size == 0:
             break
+        total += size
+        if total > MAX_BODY:
+            raise WireError(f"a chunked answer of more than {MAX_BODY} bytes")
         parts.append(_exactly(reader, size))
-        _exactly(reader, 2)  # the CRLF after the chunk
+        if _exactly(reader, 2) != b"\r\n":
+            raise WireError(f"a chunk of {size} bytes is not followed by CRLF")
     while True:  # trailers, ignored
         line = _line(reader)
         if line in (b"\r\n", b"\n"):

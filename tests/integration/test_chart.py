@@ -131,7 +131,8 @@ def test_values_changes_render_and_apply(helm: Path, local_cluster: LocalCluster
     # Three replicas electing a leader, mutual TLS from a Secret, an image by digest.
     digest = "sha256:" + "ab" * 32
     objects = render(helm, namespace, "replicas=3", "grpc.tls.secretName=my-tls",
-                     f"image.digest={digest}", "config.leaderElection.resourceName=my-lease")
+                     f"image.digest={digest}", "config.leaderElection.resourceName=my-lease",
+                     "grpc.clientNamespaces={team-a,team-b}")
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     assert deployment["spec"]["replicas"] == 3
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -139,6 +140,10 @@ def test_values_changes_render_and_apply(helm: Path, local_cluster: LocalCluster
     assert "--client-ca" in container["args"]
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
     assert {"name": "tls", "secret": {"secretName": "my-tls", "defaultMode": 0o440}} in volumes
+    network = next(o for o in objects if o["kind"] == "NetworkPolicy")
+    (grpc_peer,) = network["spec"]["ingress"][0]["from"]
+    assert grpc_peer["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "team-a", "team-b"]
     fencing = next(o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding")
     assert fencing["spec"]["paramRef"]["name"] == "my-lease"
     _dry_run(local_cluster, objects, tmp_path)
@@ -162,6 +167,7 @@ def test_values_changes_render_and_apply(helm: Path, local_cluster: LocalCluster
     (["config.clientConnection.qps=-1"], "at '/config/clientConnection/qps'"),
     (["config.leaderElection.leaseDuration=soon"], "at '/config/leaderElection/leaseDuration'"),
     (["grpc.tls.source=vault"], "at '/grpc/tls/source'"),
+    (["grpc.clientNamespaces={Team_A}"], "at '/grpc/clientNamespaces/0'"),
     (["config.noSuchField=1"], "noSuchField"),
     (["replicas=2", "config.leaderElection.leaderElect=false"],
      "replicas: more than 1 needs config.leaderElection.leaderElect: true"),

@@ -9,14 +9,14 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.cluster.fencing import LEADER_ANNOTATION
 from coscheduling.localcluster import LocalCluster
 from tests.integration.fixtures import REPO, kubectl
@@ -31,6 +31,7 @@ from tests.integration.kube import (
 )
 
 POLICY = "coscheduling-leader-fencing"
+WRITES_POLICY = "coscheduling-leader-fencing-writes"
 VAP_API = "/apis/admissionregistration.k8s.io/v1"
 
 
@@ -72,6 +73,27 @@ def apply_policy(local_cluster: LocalCluster, kube: KubeClient, policy: dict[str
                  "matchResources": {"namespaceSelector": {"matchLabels": {
                      "kubernetes.io/metadata.name": namespace}}}}})
     return binding
+
+
+def writes_policy(username: str) -> dict[str, Any]:
+    """The shipped policy, matching this test's ServiceAccount instead of the production one."""
+    docs = list(yaml.safe_load_all((REPO / "deploy" / "40-fencing.yaml").read_text()))
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+                  and d["metadata"]["name"] == WRITES_POLICY)
+    condition = policy["spec"]["matchConditions"][0]
+    condition["expression"] = f"request.userInfo.username == '{username}'"
+    return policy
+
+
+def token_for(kube: KubeClient, namespace: str, account: str, pod: dict[str, Any]) -> str:
+    """A token of ``account`` bound to ``pod``, as the kubelet mounts one in that pod."""
+    answer = kube.create(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+         "spec": {"expirationSeconds": 3600, "boundObjectRef": {
+             "kind": "Pod", "apiVersion": "v1", "name": pod["metadata"]["name"],
+             "uid": pod["metadata"]["uid"]}}})
+    return str(answer["status"]["token"])
 
 
 def _refused(kube: KubeClient, namespace: str, pod: str, sender: str) -> bool:
@@ -182,3 +204,106 @@ def test_without_the_policy_the_paused_leader_binds_late(
     bound, a, b = _run(local_cluster, kube, namespace, lease, make_node, tmp_path)
     assert bound.get("h-0") == bound.get("h-1") == b
     assert a in bound.values(), (bound, a, b)
+
+
+# -- device allocation and events are fenced like every other write --------------------------
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+
+
+def _allow_claims_and_events(kube: KubeClient, namespace: str, account: str) -> None:
+    """What the shipped ClusterRole grants for claims and events (and events.k8s.io, which
+    it does not: the policy fences it should a later role grant it)."""
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    kube.create(f"{rbac}/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "claims-events"},
+        "rules": [{"apiGroups": ["resource.k8s.io"],
+                   "resources": ["resourceclaims", "resourceclaims/status"],
+                   "verbs": ["get", "patch"]},
+                  {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                   "verbs": ["create", "patch"]}]})
+    kube.create(f"{rbac}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "claims-events"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "claims-events"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+
+
+def _writes(namespace: str) -> dict[str, Callable[[KubeClient], Any]]:
+    """Each write the scheduler makes to a claim or an event, as one replica's call."""
+    claim = f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims/c"
+    annotate = {"metadata": {"annotations": {"touched": uuid.uuid4().hex[:6]}}}
+
+    def core_event(client: KubeClient) -> Any:
+        return client.create(f"/api/v1/namespaces/{namespace}/events", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": "fence-"}, "type": "Normal", "reason": "Scheduled",
+            "message": "m", "involvedObject": {"kind": "Pod", "namespace": namespace,
+                                               "name": "victim"}})
+
+    def new_event(client: KubeClient) -> Any:
+        return client.create(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"generateName": "fence-"}, "type": "Normal", "reason": "Scheduled",
+            "action": "Binding", "note": "m", "reportingController": "coscheduling",
+            "reportingInstance": "r", "eventTime": "2026-01-01T00:00:00.000000Z",
+            "regarding": {"kind": "Pod", "namespace": namespace, "name": "victim"}})
+
+    return {
+        "claim": lambda client: client.patch(claim, annotate),
+        # Any write to the status subresource is admitted or refused as a whole; this one
+        # changes nothing (writing an allocation also needs resourceclaims/binding, which
+        # an API server 1.37 checks before admission).
+        "claim status": lambda client: client.patch(f"{claim}/status", annotate),
+        "core event": core_event,
+        "events.k8s.io event": new_event,
+    }
+
+
+def test_a_replica_that_does_not_hold_the_lease_writes_no_claim_and_no_event(
+        local_cluster: LocalCluster, kube: KubeClient, namespace: str, tmp_path: Path) -> None:
+    account, lease = "sched", f"fence-{uuid.uuid4().hex[:6]}"
+    kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
+    _allow_claims_and_events(kube, namespace, account)
+    kube.create(f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}})
+    clients = {}
+    for name in ("leader", "standby"):  # the replicas' pods (never run: no kubelet)
+        body = pod_body(name, scheduler="nobody")
+        body["spec"]["serviceAccountName"] = account
+        pod = create_pod(kube, namespace, body)
+        clients[name] = KubeClient(ClientSettings(
+            kubeconfig=str(local_cluster.kubeconfig),
+            token=token_for(kube, namespace, account, pod)))
+    kube.create(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": lease},
+        "spec": {"holderIdentity": "leader", "leaseDurationSeconds": 15}})
+    binding = apply_policy(local_cluster, kube, writes_policy(
+        f"system:serviceaccount:{namespace}:{account}"), namespace, lease, tmp_path)
+    writes = _writes(namespace)
+    try:
+        wait_until(lambda: _fenced(writes["claim"], clients["standby"]), timeout=60,
+                   what="the fencing policy in force for claims")
+        for what, write in writes.items():
+            with pytest.raises(ApiError) as refused:
+                write(clients["standby"])
+            assert refused.value.status == 403, (what, refused.value)
+            assert WRITES_POLICY in str(refused.value) and "held by leader" in \
+                str(refused.value), (what, refused.value)
+            write(clients["leader"])  # the Lease holder's own are admitted
+    finally:
+        kube.delete(f"{VAP_API}/validatingadmissionpolicybindings/{binding}")
+
+
+def _fenced(write: Callable[[KubeClient], Any], client: KubeClient) -> bool:
+    try:
+        write(client)
+    except ApiError as err:
+        if err.status == 403 and WRITES_POLICY in str(err):
+            return True
+        raise
+    return False

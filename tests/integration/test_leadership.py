@@ -25,7 +25,6 @@ from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.localcluster import LocalCluster
 from coscheduling.server import GrpcSettings, build_server
 from coscheduling.server.gen import scheduling_pb2 as pb
-from tests.integration.fixtures import REPO
 from tests.integration.kube import (
     PG_API,
     create_pod,
@@ -35,11 +34,15 @@ from tests.integration.kube import (
     pod_body,
     wait_until,
 )
-from tests.integration.test_fencing import VAP_API, apply_policy
+from tests.integration.test_fencing import (
+    VAP_API,
+    WRITES_POLICY,
+    apply_policy,
+    token_for,
+    writes_policy,
+)
 from tests.integration.test_grpc import stub_for
 from tests.integration.test_grpc_server import _certs
-
-WRITES_POLICY = "coscheduling-leader-fencing-writes"
 
 
 def _channel(address: str, certs: dict[str, tuple[Path, Path]]) -> grpc.Channel:
@@ -254,27 +257,6 @@ def test_the_standby_is_not_serving_and_refuses_what_changes_state(
 
 
 # -- the API server's fencing of every write -------------------------------------------------
-def _writes_policy(username: str) -> dict[str, Any]:
-    """The shipped policy, matching this test's ServiceAccount instead of the production one."""
-    docs = list(yaml.safe_load_all((REPO / "deploy" / "40-fencing.yaml").read_text()))
-    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
-                  and d["metadata"]["name"] == WRITES_POLICY)
-    condition = policy["spec"]["matchConditions"][0]
-    condition["expression"] = f"request.userInfo.username == '{username}'"
-    return policy
-
-
-def _token_for(kube: KubeClient, namespace: str, account: str, pod: dict[str, Any]) -> str:
-    """A token of ``account`` bound to ``pod``, as the kubelet mounts one in that pod."""
-    answer = kube.create(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-         "spec": {"expirationSeconds": 3600, "boundObjectRef": {
-             "kind": "Pod", "apiVersion": "v1", "name": pod["metadata"]["name"],
-             "uid": pod["metadata"]["uid"]}}})
-    return str(answer["status"]["token"])
-
-
 def _allow_writes(kube: KubeClient, namespace: str, account: str) -> None:
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
     kube.create(f"{rbac}/roles", {
@@ -298,7 +280,7 @@ def test_the_deposed_leaders_evictions_and_status_writes_are_refused(
     kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
     _allow_writes(kube, namespace, account)
-    binding = apply_policy(local_cluster, kube, _writes_policy(
+    binding = apply_policy(local_cluster, kube, writes_policy(
         f"system:serviceaccount:{namespace}:{account}"), namespace, lease, tmp_path)
     try:
         _check_fencing(local_cluster, kube, namespace, account, lease)
@@ -315,7 +297,7 @@ def _check_fencing(local_cluster: LocalCluster, kube: KubeClient, namespace: str
         replicas[name] = create_pod(kube, namespace, body)
     clients = {name: KubeClient(ClientSettings(
         kubeconfig=str(local_cluster.kubeconfig),
-        token=_token_for(kube, namespace, account, pod))) for name, pod in replicas.items()}
+        token=token_for(kube, namespace, account, pod))) for name, pod in replicas.items()}
     create_pod(kube, namespace, pod_body("victim", scheduler="nobody"))
     create_podgroup(kube, namespace, "g", 1)
     lease_body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -4,6 +4,10 @@ another machine's clock, is never compared with ours."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +126,70 @@ def test_a_leader_paused_past_its_renew_deadline_ends_its_term_before_renewing(
     elector._run()  # acquires, is paused 11 s (renewDeadline 10 s), then ends its term
     assert renewals == 1 and stopped == [True] and not elector.leading.is_set()
     assert not elector.holds_lease()
+
+
+# -- an exception in the election thread ends leadership and the process --------------------
+class FailingStore(LeaseStore):
+    """A Lease whose ``fail_at``-th read raises OverflowError (what a huge Content-Length
+    raised in the client once); every other call works."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__({"holderIdentity": "", "leaseDurationSeconds": 15})
+        self.reads, self.fail_at = 0, fail_at
+
+    def get(self, path: str) -> dict[str, Any]:
+        self.reads += 1
+        if self.reads == self.fail_at:
+            raise OverflowError("cannot fit 'int' into an index-sized integer")
+        return super().get(path)
+
+
+FAST = LeaderElection(leader_elect=True, lease_duration=15.0, renew_deadline=10.0,
+                      retry_period=0.01, resource_namespace="ns", resource_name="l")
+
+
+def test_the_failed_thread_ends_the_term_tells_the_service_and_hands_the_lease_back() -> None:
+    """The real thread: on_stopped_leading is what makes `run` and `serve` exit 1."""
+    store = FailingStore(fail_at=3)  # leads after read 1, fails at the second renewal
+    stopped = threading.Event()
+    elector = LeaderElector(store, FAST, on_started_leading=lambda: None,  # type: ignore[arg-type]
+                            on_stopped_leading=stopped.set, identity="me")
+    elector.start()
+    try:
+        assert stopped.wait(5)
+        assert not elector.leading.is_set() and not elector.holds_lease()
+        assert store.lease["spec"]["holderIdentity"] == ""  # handed back
+    finally:
+        elector.stop()
+    assert not elector._thread.is_alive()  # stop() (every shutdown's) lets it end at once
+
+
+EXITING = """
+import logging, sys, threading
+from coscheduling.cluster import leaderelection
+from tests.unit.test_leaderelection import FAST, FailingStore
+
+def stopped() -> None:
+    if sys.argv[1] == "raises":
+        raise RuntimeError("the service could not stop either")
+
+logging.basicConfig(level=logging.INFO)
+leaderelection.EXIT_AFTER_FAILURE = 0.5
+leaderelection.LeaderElector(FailingStore(fail_at=3), FAST, identity="me",
+                             on_started_leading=lambda: None,
+                             on_stopped_leading=stopped).start()
+threading.Event().wait(60)  # a main thread that never looks: only the elector can end it
+"""
+
+
+@pytest.mark.parametrize(("stopping", "said"), [
+    ("returns", "the process did not stop within 0.5s of the election failing; exiting"),
+    ("raises", "stopping after the election failed did not work either"),
+])
+def test_a_process_nothing_else_stops_is_ended_by_the_elector(stopping: str,
+                                                              said: str) -> None:
+    done = subprocess.run([sys.executable, "-c", EXITING, stopping], capture_output=True,
+                          text=True, timeout=30, cwd=Path(__file__).parents[2])
+    assert done.returncode == leaderelection.FAILURE_EXIT_CODE == 1, done.stderr
+    assert "leader election failed (OverflowError: cannot fit 'int'" in done.stderr
+    assert said in done.stderr, done.stderr
