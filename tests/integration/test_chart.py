@@ -132,7 +132,7 @@ def test_values_changes_render_and_apply(helm: Path, local_cluster: LocalCluster
     digest = "sha256:" + "ab" * 32
     objects = render(helm, namespace, "replicas=3", "grpc.tls.secretName=my-tls",
                      f"image.digest={digest}", "config.leaderElection.resourceName=my-lease",
-                     "grpc.clientNamespaces={team-a,team-b}")
+                     "grpc.allowFromNamespaces={team-a,team-b}")
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     assert deployment["spec"]["replicas"] == 3
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -167,7 +167,7 @@ def test_values_changes_render_and_apply(helm: Path, local_cluster: LocalCluster
     (["config.clientConnection.qps=-1"], "at '/config/clientConnection/qps'"),
     (["config.leaderElection.leaseDuration=soon"], "at '/config/leaderElection/leaseDuration'"),
     (["grpc.tls.source=vault"], "at '/grpc/tls/source'"),
-    (["grpc.clientNamespaces={Team_A}"], "at '/grpc/clientNamespaces/0'"),
+    (["grpc.allowFromNamespaces={Team_A}"], "at '/grpc/allowFromNamespaces/0'"),
     (["config.noSuchField=1"], "noSuchField"),
     (["replicas=2", "config.leaderElection.leaderElect=false"],
      "replicas: more than 1 needs config.leaderElection.leaderElect: true"),

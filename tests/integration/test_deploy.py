@@ -31,6 +31,8 @@ from tests.integration.kube import (
     pod_body,
     wait_until,
 )
+from tests.integration.test_dra import Dra
+from tests.integration.test_pod_constraints import _pool
 
 START_SH = REPO / "deploy" / "start.sh"
 
@@ -110,16 +112,7 @@ def test_shipped_rbac_is_enough_and_no_more(local_cluster: LocalCluster, kube: K
     wait_until(lambda: _sa_exists(kube), what="the coscheduling ServiceAccount")
     token = _service_account_token(kube)
     name = f"rbac-{uuid.uuid4().hex[:6]}"
-    config = parse_config({
-        "apiVersion": "config.batch.scheduler.tencent.com/v1",
-        "kind": "SchedulerConfiguration", "schedulerName": name,
-        "metricsBindAddress": "127.0.0.1:0",
-        "clientConnection": {"kubeconfig": str(local_cluster.kubeconfig)},
-        "leaderElection": {"leaderElect": True, "resourceNamespace": "coscheduling-system",
-                           "resourceName": "batch-scheduler", "leaseDuration": "4s",
-                           "renewDeadline": "3s", "retryPeriod": "1s"},
-    }, default_registry())
-    service = SchedulerService(config, token=token)
+    service = _as_shipped_account(local_cluster, name, token)
     with InvariantWatcher(kube, [namespace], released_by(service)) as watcher:
         try:
             assert service.start(sync_timeout=30), "the ServiceAccount could not list and watch"
@@ -155,6 +148,52 @@ def test_shipped_rbac_is_enough_and_no_more(local_cluster: LocalCluster, kube: K
             call()
         assert err.value.status == 403, f"{what}: {err.value}"
     as_sa.close()
+
+
+def test_shipped_rbac_allocates_a_gangs_devices(local_cluster: LocalCluster,
+                                                kube: KubeClient, crd: None, namespace: str,
+                                                make_node: Any) -> None:
+    """DRA's writes as the shipped ServiceAccount: since 1.34 the API server asks for
+    resourceclaims/binding (at cluster scope) to set a claim's allocation and reservedFor,
+    on top of resourceclaims/status (kube-scheduler's own role has both)."""
+    for manifest in ("00-namespace.yaml", "10-rbac.yaml"):
+        kubectl(local_cluster, "apply", "-f", str(REPO / "deploy" / manifest))
+    wait_until(lambda: _sa_exists(kube), what="the coscheduling ServiceAccount")
+    name = f"rbac-dra-{uuid.uuid4().hex[:6]}"
+    service = _as_shipped_account(local_cluster, name, _service_account_token(kube))
+    dra = Dra(kube, namespace, _pool())
+    try:
+        assert service.start(sync_timeout=30), "the ServiceAccount could not list and watch"
+        node = f"rbac-dra-{dra.pool}"
+        make_node(node, labels={"test-pool": dra.pool})
+        dra.slice(node, [{"name": "gpu0"}, {"name": "gpu1"}])
+        dra.template("one-gpu", dra.device_class())
+        create_podgroup(kube, namespace, "train", 2)
+        for i in range(2):
+            dra.pod(f"train-{i}", name, template="one-gpu", group="train")
+        wait_until(lambda: bound_count(kube, namespace, "train") == 2, timeout=60,
+                   what="the gang bound with its devices, as the ServiceAccount")
+        allocated = [c for c in dra.claims() if (c.get("status") or {}).get("allocation")]
+        assert len(allocated) == 2, dra.claims()
+    finally:
+        service.stop()
+        dra.cleanup()
+
+
+def _as_shipped_account(local_cluster: LocalCluster, name: str,
+                        token: str) -> SchedulerService:
+    """A scheduler named ``name`` that reaches the API server as the shipped ServiceAccount
+    (deploy/10-rbac.yaml), with leader election as deployed."""
+    config = parse_config({
+        "apiVersion": "config.batch.scheduler.tencent.com/v1",
+        "kind": "SchedulerConfiguration", "schedulerName": name,
+        "metricsBindAddress": "127.0.0.1:0",
+        "clientConnection": {"kubeconfig": str(local_cluster.kubeconfig)},
+        "leaderElection": {"leaderElect": True, "resourceNamespace": "coscheduling-system",
+                           "resourceName": "batch-scheduler", "leaseDuration": "4s",
+                           "renewDeadline": "3s", "retryPeriod": "1s"},
+    }, default_registry())
+    return SchedulerService(config, token=token)
 
 
 def _sa_exists(kube: KubeClient) -> bool:
