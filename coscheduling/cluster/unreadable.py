@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 UNREADABLE = "Unreadable"
 READABLE = "Readable"
 REPEAT_AFTER = 600.0
+SET_ASIDE = " and sets it aside until it can: "
+"""In an Unreadable event's message, before the field and why (explain reads them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +46,8 @@ class Unreadable:
     @property
     def message(self) -> str:
         where = f"{self.field}: " if self.field else ""
-        return (f"the scheduler cannot read this {self.ref.kind or 'object'} and sets it "
-                f"aside until it can: {where}{self.why}")
+        return (f"the scheduler cannot read this {self.ref.kind or 'object'}{SET_ASIDE}"
+                f"{where}{self.why}")
 
 
 class UnreadableObjects:
@@ -87,24 +89,25 @@ class UnreadableObjects:
         self._warned[entry.kind, entry.key] = (entry.resource_version, now)
         return True
 
-    def readable(self, kind: str, key: str) -> None:
-        """``key`` was read (or is gone): no longer set aside."""
+    def readable(self, kind: str, key: str, *, deleted: bool = False) -> None:
+        """``key`` was read, or ``deleted``: no longer set aside. A Normal event follows
+        the Warning, so that ``explain`` stops listing the object."""
         with self._lock:
             entry = self._objects.get(kind, {}).pop(key, None)
             count = len(self._objects.get(kind, ()))
+            warned = (self._warned.pop((kind, key), None) if deleted
+                      else self._warned.get((kind, key)))
         if entry is None:
             return
-        log.info("%s %s can be read again", kind, key)
+        log.info("%s %s: %s", kind, key, "deleted" if deleted else "can be read again")
         self._count(kind, count)
-        if self.reporter is not None and (kind, key) in self._warned:
-            self.reporter.object_event(entry.ref, "Normal", READABLE,
-                                       "the scheduler can read this object again")
+        if self.reporter is not None and warned is not None:
+            self.reporter.object_event(entry.ref, "Normal", READABLE, (
+                "deleted" if deleted else "the scheduler can read this object again"))
 
     def gone(self, kind: str, key: str) -> None:
         """``key`` was deleted: forgotten, its rate limit too."""
-        self.readable(kind, key)
-        with self._lock:
-            self._warned.pop((kind, key), None)
+        self.readable(kind, key, deleted=True)
 
     def keys(self, kind: str) -> set[str]:
         with self._lock:
