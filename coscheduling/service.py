@@ -60,6 +60,7 @@ from coscheduling.eventhandlers import (
     StoreEvents,
     VolumeEvents,
 )
+from coscheduling.framework.nodeinfo import unreadable_error
 from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, status_target
 from coscheduling.groups.table import KindTable
 from coscheduling.httpendpoint import HttpEndpoint
@@ -122,8 +123,8 @@ def _mapping(value: object) -> dict[str, Any]:
 
 def _bound_pod_error(pod: Pod) -> str:
     """A pending pod's parse error is reported by its Filter (UnsupportedFields); a bound
-    one's closes its node, and is reported as unreadable."""
-    return pod.parse_error if pod.node_name else ""
+    one's closes its node (framework.nodeinfo), and is reported as unreadable."""
+    return unreadable_error(pod) if pod.node_name else ""
 
 
 def group_watch(api: GroupApi, kinds: KindTable) -> Watch[PodGroup]:

@@ -218,7 +218,6 @@ class Informer(Generic[R]):
         if not isinstance(obj, dict):
             log.warning("%s: an item that is not an object was skipped", self.name)
             return "", None, False
-        key = object_key(obj)
         if problem is None:
             try:
                 record = self.parse(obj)
@@ -231,6 +230,7 @@ class Informer(Generic[R]):
                 if error:
                     self._mark(obj, api_version, kind, key, ("", error))
                 return key, record, bool(error)
+        key = object_key(obj)
         self._mark(obj, api_version, kind, key, problem)
         return key, self._stand_in(obj, problem), True
 

@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from coscheduling.api.objectref import ObjectRef
-from coscheduling.cluster.reporter import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,12 @@ READABLE = "Readable"
 REPEAT_AFTER = 600.0
 SET_ASIDE = " and sets it aside until it can: "
 """In an Unreadable event's message, before the field and why (explain reads them)."""
+
+
+class EventSink(Protocol):
+    """Where events about objects go (``reporter.Reporter``)."""
+
+    def object_event(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +59,7 @@ class Unreadable:
 class UnreadableObjects:
     """The objects set aside now, by kind and key, shared by every informer."""
 
-    def __init__(self, reporter: Reporter | None = None,
+    def __init__(self, reporter: EventSink | None = None,
                  on_count: Callable[[str, int], None] | None = None, *,
                  repeat_after: float = REPEAT_AFTER,
                  clock: Callable[[], float] = time.monotonic) -> None:

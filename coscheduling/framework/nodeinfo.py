@@ -18,6 +18,14 @@ from coscheduling.api.quantity import add_into
 from coscheduling.framework.labelindex import LabelIndex
 
 
+def unreadable_error(pod: Pod) -> str:
+    """The parse error that leaves a placed pod's room or constraints unknown ("" when
+    none). A malformed group marker alone does not: it decides only the pod's gang, and the
+    rest of the pod is read (a tenant's annotation must not close a node)."""
+    error = pod.parse_error
+    return "" if not error or error == pod.membership.error else error
+
+
 class NodeInfo:
     """A node with the requests of the pods, assumed pods and claims that sit on it."""
 
@@ -102,14 +110,14 @@ class NodeInfo:
             self.remove_pod(pod.key)
         self.pods[pod.key] = pod
         self._account(pod, 1)
-        if pod.parse_error:
+        if pod.parse_error and unreadable_error(pod):
             self.unreadable[pod.key] = pod.parse_error
 
     def remove_pod(self, key: str) -> None:
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._account(pod, -1)
-            if pod.parse_error:
+            if self.unreadable:
                 self.unreadable.pop(key, None)
 
     @property
