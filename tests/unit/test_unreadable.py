@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coscheduling.api.nodes import parse_node
+from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.objectref import ObjectRef
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cache import Cache
@@ -236,12 +236,20 @@ def test_a_bound_pod_it_cannot_read_closes_its_node(occupant: dict[str, Any],
     assert _filter(info)[0] == Code.SUCCESS
 
 
-def test_a_node_it_cannot_read_takes_no_pods() -> None:
+@pytest.mark.parametrize(("node", "reason"), [
+    # The informer's stand-in for a node its parser failed on.
+    (unreadable_node({"metadata": {"name": "n1"}}, "status.allocatable: bad"),
+     "node n1 cannot be read (status.allocatable: bad)"),
+    # A node record kept with a parse error.
+    (parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "-1"}}}),
+     "node n1 cannot be read (status.allocatable: cpu: "),
+])
+def test_a_node_it_cannot_read_takes_no_pods(node: Node, reason: str) -> None:
     info = _node()
-    info.node = unreadable_node({"metadata": {"name": "n1"}}, "status.allocatable: bad")
+    info.node = node
     code, reasons = _filter(info, cpu="0")
     assert code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert reasons == ("node n1 cannot be read (status.allocatable: bad)",)
+    assert reasons[0].startswith(reason), reasons
 
 
 def test_a_pod_stand_in_keeps_its_node_closed_in_the_cache() -> None:
