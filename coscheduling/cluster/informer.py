@@ -63,13 +63,11 @@ def object_key(obj: Json) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-def _left_out(answer: Json, prefix: str | int) -> dict[object, tuple[str, str]]:
+def _left_out(answer: Decoded, prefix: str) -> dict[object, tuple[str, str]]:
     """What the decoder left out of ``answer`` (an object of ``deepjson.Decoded``), per
     item index (list pages, ``prefix`` "items") or for the object (watch events, ``prefix``
     "object"): (field path, why), the first value left out of each."""
     found: dict[object, tuple[str, str]] = {}
-    if not isinstance(answer, Decoded):
-        return found
     for path, why in answer.left_out:
         if path[:1] != (prefix,) or len(path) < 2:
             continue
@@ -201,7 +199,7 @@ class Informer(Generic[R]):
     def _read_page(self, page: Json, fresh: dict[str, R], aside: set[str]) -> None:
         """Read a list page's items into ``fresh``; the keys of those set aside (or kept
         as stand-ins) into ``aside``."""
-        left_out = _left_out(page, "items")
+        left_out = _left_out(page, "items") if isinstance(page, Decoded) else {}
         api_version = str(page.get("apiVersion") or "")
         kind = str(page.get("kind") or "").removesuffix("List")
         for index, item in enumerate(page.get("items") or ()):
@@ -289,7 +287,8 @@ class Informer(Generic[R]):
                     self.resource_version = rv
                 continue
             if kind == "ADDED" or kind == "MODIFIED":
-                self._changed(obj, _left_out(event, "object").get(None))
+                self._changed(obj, _left_out(event, "object").get(None)
+                              if isinstance(event, Decoded) else None)
             elif kind == "DELETED":
                 self._deleted(obj)
             if rv:
