@@ -96,6 +96,7 @@ class Watch(Generic[R]):
     # the parse error of a kept record that makes it count as unreadable.
     stand_in: Callable[[dict[str, Any], str], R] | None = None
     record_error: Callable[[R], str] | None = None
+    keep_previous: bool = False
 
 
 def unreadable_pod(obj: dict[str, Any], why: str) -> Pod:
@@ -183,7 +184,7 @@ def _watches(kinds: KindTable) -> list[Watch[Any]]:
                              devices(lambda d: d.slices, lambda r: r.name)),
         Watch[ResourceClaim]("resourceclaims", f"{API_PATH}/resourceclaims",
                              parse_resource_claim, lambda c: c.key,
-                             devices(lambda d: d.claims, lambda c: c.key)),
+                             devices(lambda d: d.claims, lambda c: c.key), keep_previous=True),
         *finished,
     ]
 
@@ -277,7 +278,8 @@ class SchedulerService:
                              watch.handler(self.scheduler), name=watch.name,
                              field_selector=watch.field_selector,
                              watch_read_timeout=WATCH_TIMEOUT, unreadable=self.unreadable,
-                             stand_in=watch.stand_in, record_error=watch.record_error)
+                             stand_in=watch.stand_in, record_error=watch.record_error,
+                             keep_previous=watch.keep_previous)
 
     def _group_status_writer(self) -> GroupStatusWriter | None:
         """PodGroup status, written for the groups the gang plugin schedules."""

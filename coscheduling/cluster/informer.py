@@ -14,7 +14,10 @@ read, never on a stale one. An object that becomes unreadable on update therefor
 the store as if deleted, and comes back (an add) when a later version can be read. Kinds
 whose objects must keep their effect while unreadable pass ``stand_in``: a record built
 from what little is known, kept in the store in the object's place (a bound pod's stand-in
-keeps its node closed to new pods, since the room it takes is unknown). ``record_error``
+keeps its node closed to new pods, since the room it takes is unknown). Kinds passing
+``keep_previous`` keep the last readable version instead while a newer one cannot be read
+(a ResourceClaim: its allocation holds devices, which absence would free for another claim;
+keeping it can only leave devices unused). ``record_error``
 names a parse error carried by a record that is kept as it is but counts as unreadable
 (a bound pod or a node whose resources could not be read).
 """
@@ -94,6 +97,7 @@ class Informer(Generic[R]):
         unreadable: UnreadableObjects | None = None,
         stand_in: Callable[[Json, str], R] | None = None,
         record_error: Callable[[R], str] | None = None,
+        keep_previous: bool = False,
     ) -> None:
         self.client = client
         self.path = path
@@ -112,6 +116,7 @@ class Informer(Generic[R]):
         self.unreadable = unreadable if unreadable is not None else UnreadableObjects()
         self.stand_in = stand_in
         self.record_error = record_error
+        self.keep_previous = keep_previous
         self._set_aside: set[str] = set()  # keys of this watch's objects set aside now
         self.store: dict[str, R] = {}
         self.resource_version = ""
@@ -204,6 +209,8 @@ class Informer(Generic[R]):
         kind = str(page.get("kind") or "").removesuffix("List")
         for index, item in enumerate(page.get("items") or ()):
             key, record, unreadable = self._read(item, api_version, kind, left_out.get(index))
+            if record is None and self.keep_previous:
+                record = self.store.get(key)
             if record is not None:
                 fresh[key] = record
             if unreadable:
@@ -304,7 +311,7 @@ class Informer(Generic[R]):
             self.unreadable.readable(self.kind, key)
         previous = self.store.get(key)
         if record is None:
-            if previous is not None:
+            if previous is not None and not self.keep_previous:
                 del self.store[key]
                 self.handler.on_delete(previous)
             return

@@ -263,10 +263,11 @@ def informer_of(kube: KubeClient) -> Iterator[Callable[..., Informer[Any]]]:
     started: list[Informer[Any]] = []
 
     def make(path: str, parse: Callable[[dict[str, Any]], Any], handler: Any,
-             unreadable: UnreadableObjects, page_size: int = 250) -> Informer[Any]:
+             unreadable: UnreadableObjects, page_size: int = 250,
+             keep_previous: bool = False) -> Informer[Any]:
         informer = Informer[Any](kube, path, parse, object_key_of, handler,
                                  page_size=page_size, watch_read_timeout=10,
-                                 unreadable=unreadable)
+                                 unreadable=unreadable, keep_previous=keep_previous)
         informer.start()
         started.append(informer)
         return informer
@@ -293,14 +294,15 @@ def test_the_informer_sets_aside_an_object_on_one_page_and_takes_it_back(
         kube: KubeClient, local_cluster: LocalCluster, namespace: str,
         informer_of: Callable[..., Informer[Any]]) -> None:
     """The real informer on a real list and watch: the deep object is left out of its page
-    of three (the others are read), leaves the store when it becomes deep on update, and
-    comes back when it can be read again."""
+    of three (the others are read), leaves the store when it becomes deep on update (or
+    stays as last read, with ``keep_previous``), and comes back when it can be read again."""
     path = crd_path(X_K8S, namespace)
     for name, extra in (("a", 1), ("deep", DEEP), ("c", 2)):
         write_raw(local_cluster, "create", path, _compat_group(name, namespace, extra))
     unreadable, recorder = UnreadableObjects(), Recorder()
     informer = informer_of(path, dict, recorder, unreadable, page_size=3)
-    assert informer.synced.wait(30), "the informer did not sync"
+    keeping = informer_of(path, dict, Recorder(), UnreadableObjects(), keep_previous=True)
+    assert informer.synced.wait(30) and keeping.synced.wait(30), "an informer did not sync"
     assert sorted(informer.store) == [f"{namespace}/a", f"{namespace}/c"]
     [entry] = unreadable.entries()
     assert (entry.kind, entry.key, entry.ref.kind) == (
@@ -315,6 +317,7 @@ def test_the_informer_sets_aside_an_object_on_one_page_and_takes_it_back(
     replace("a", DEEP)  # readable -> unreadable: it leaves the store, as deleted
     wait_until(lambda: ("delete", f"{namespace}/a") in recorder.events, what="a removed")
     assert f"{namespace}/a" not in informer.store
+    assert keeping.store[f"{namespace}/a"]["spec"]["extra"] == 1  # the last readable one
     assert unreadable.keys("podgroups.scheduling.x-k8s.io") == {
         f"{namespace}/a", f"{namespace}/deep"}
     replace("deep", 3)  # unreadable -> readable: it comes back as an add
