@@ -10,6 +10,7 @@ unreadable either way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import uuid
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cluster.client import KubeClient
+from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.cluster.deepjson import Decoded
 from coscheduling.cluster.informer import Informer, object_key
 from coscheduling.cluster.unreadable import UNREADABLE, UnreadableObjects
@@ -205,14 +206,16 @@ def test_a_queue_of_1ei_capability_leaves_other_gangs_bound(
         scheduler_first: bool) -> None:
     pool = _pool(make_node)
     queue = f"exa-{uuid.uuid4().hex[:8]}"
-    sched = _with_bad_object(start_scheduler, scheduler_first, lambda: kube.create(QUEUES, {
-        "apiVersion": "batch.scheduler.tencent.com/v1", "kind": "Queue",
-        "metadata": {"name": queue}, "spec": {"weight": 1, "capability": {"memory": "1Ei"}}}))
-    try:
+    try:  # a cluster-scoped object: removed even when the scheduler does not start
+        sched = _with_bad_object(start_scheduler, scheduler_first, lambda: kube.create(QUEUES, {
+            "apiVersion": "batch.scheduler.tencent.com/v1", "kind": "Queue",
+            "metadata": {"name": queue},
+            "spec": {"weight": 1, "capability": {"memory": "1Ei"}}}))
         _good_gang(kube, namespace, sched.name, pool)
         _wait_bound(kube, namespace, "good")
     finally:
-        kube.delete(f"{QUEUES}/{queue}")
+        with contextlib.suppress(ApiError):
+            kube.delete(f"{QUEUES}/{queue}")
 
 
 X_K8S = COMPAT_CRDS["podgroups.scheduling.x-k8s.io"]
