@@ -17,6 +17,7 @@ from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
 from coscheduling.api.queues import Queue
+from coscheduling.framework.nodeinfo import unreadable_error
 from coscheduling.groups import labelonly
 from coscheduling.groups.table import KindTable
 from coscheduling.plugins.interpodaffinity import InterPodAffinity
@@ -102,6 +103,8 @@ class PodEvents:
             with s.cache.lock:
                 s.cache.set_pod(new)
                 s.volumes.forget(new.key)  # bound (through gRPC too): its volumes are known
+                if unreadable_error(old) and not unreadable_error(new):
+                    s.activator.capacity_freed_locked()  # its node takes pods again
             s.queue.delete(new.key)
             if not old.node_name:
                 self._wake_affinity(new)

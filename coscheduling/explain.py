@@ -25,6 +25,7 @@ from coscheduling.api.pods import parse_pod
 from coscheduling.api.queues import PLURAL as QUEUES
 from coscheduling.api.times import format_duration, parse_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
+from coscheduling.cluster.unreadable import READABLE, SET_ASIDE, UNREADABLE
 from coscheduling.groups import apis_for_tag
 from coscheduling.plugins.dynamicresources.cel import CelRuntimeError, compile_selector
 
@@ -178,7 +179,34 @@ def _explain(client: KubeClient, group: PodGroup, status: dict[str, Any], title:
         lines.append(f"  none yet in {namespace}")
     if any((p.get("spec") or {}).get("resourceClaims") for p in pods):
         lines += _devices(client, namespace, pods)
+    lines += _unreadable_lines(client, namespace)
     return "\n".join(lines)
+
+
+def _unreadable_lines(client: KubeClient, namespace: str) -> list[str]:
+    """Objects the scheduler sets aside because it cannot read them, in the gang's
+    namespace and cluster-wide (events about cluster-scoped objects are in "default"):
+    those whose latest Unreadable event no Readable event followed."""
+    latest: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
+    for where in dict.fromkeys((namespace, "default")):
+        for reason in (UNREADABLE, READABLE):
+            for event in client.get(f"/api/v1/namespaces/{q(where)}/events",
+                                    fieldSelector=f"reason={reason}").get("items") or ():
+                involved = event.get("involvedObject") or {}
+                key = (str(involved.get("kind") or ""), str(involved.get("namespace") or ""),
+                       str(involved.get("name") or ""))
+                stamp = parse_rfc3339(event.get("lastTimestamp") or event.get("eventTime"))
+                if key not in latest or stamp >= latest[key][0]:
+                    latest[key] = (stamp, event)
+    rows = [[kind, f"{ns}/{name}" if ns else name,
+             str(event.get("message") or "").partition(SET_ASIDE)[2] or "-"]
+            for (kind, ns, name), (_, event) in sorted(latest.items())
+            if event.get("reason") == UNREADABLE]
+    if not rows:
+        return []
+    return ["Set aside, unreadable (the scheduler acts as if they did not exist; a node "
+            "holding such a pod takes no new pods):",
+            *_table([["KIND", "OBJECT", "FIELD: WHY"], *rows])]
 
 
 def _member_claims(client: KubeClient, namespace: str,

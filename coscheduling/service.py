@@ -47,6 +47,7 @@ from coscheduling.cluster.informer import Informer, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector, default_identity
 from coscheduling.cluster.queuestatus import QueueStatusWriter
 from coscheduling.cluster.reporter import Reporter
+from coscheduling.cluster.unreadable import UnreadableObjects
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.eventhandlers import (
     DeviceEvents,
@@ -59,6 +60,7 @@ from coscheduling.eventhandlers import (
     StoreEvents,
     VolumeEvents,
 )
+from coscheduling.framework.nodeinfo import unreadable_error
 from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, status_target
 from coscheduling.groups.table import KindTable
 from coscheduling.httpendpoint import HttpEndpoint
@@ -90,6 +92,40 @@ class Watch(Generic[R]):
     key: Callable[[R], str]
     handler: Callable[[Scheduler], Any]
     field_selector: str = ""
+    # For an object that cannot be read: a record kept in its place (see informer), and
+    # the parse error of a kept record that makes it count as unreadable.
+    stand_in: Callable[[dict[str, Any], str], R] | None = None
+    record_error: Callable[[R], str] | None = None
+    keep_previous: bool = False
+
+
+def unreadable_pod(obj: dict[str, Any], why: str) -> Pod:
+    """A pod that cannot be parsed, as far as it takes room: on its node (which then takes
+    no new pods, framework.nodeinfo), or pending with the error (UnsupportedFields)."""
+    meta, spec, status = (_mapping(obj.get(k)) for k in ("metadata", "spec", "status"))
+    return Pod(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+               uid=str(meta.get("uid") or ""),
+               resource_version=str(meta.get("resourceVersion") or ""),
+               scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+               node_name=str(spec.get("nodeName") or ""),
+               phase=str(status.get("phase") or "Pending"), parse_error=why)
+
+
+def unreadable_node(obj: dict[str, Any], why: str) -> Node:
+    """A node that cannot be parsed: it stays known (its pods with it) and takes no pods."""
+    meta = _mapping(obj.get("metadata"))
+    return Node(name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
+                resource_version=str(meta.get("resourceVersion") or ""), parse_error=why)
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _bound_pod_error(pod: Pod) -> str:
+    """A pending pod's parse error is reported by its Filter (UnsupportedFields); a bound
+    one's closes its node (framework.nodeinfo), and is reported as unreadable."""
+    return unreadable_error(pod) if pod.node_name else ""
 
 
 def group_watch(api: GroupApi, kinds: KindTable) -> Watch[PodGroup]:
@@ -116,7 +152,8 @@ def _watches(kinds: KindTable) -> list[Watch[Any]]:
                            field_selector=f"status.phase={phase}")
                 for phase in ("Succeeded", "Failed")]  # every producer marks members its way
     return [
-        Watch[Node]("nodes", "/api/v1/nodes", parse_node, lambda n: n.name, NodeEvents),
+        Watch[Node]("nodes", "/api/v1/nodes", parse_node, lambda n: n.name, NodeEvents,
+                    stand_in=unreadable_node, record_error=lambda n: n.parse_error),
         Watch[Namespace]("namespaces", "/api/v1/namespaces", parse_namespace,
                          lambda n: n.name, NamespaceEvents),
         Watch[PriorityClass](
@@ -129,7 +166,8 @@ def _watches(kinds: KindTable) -> list[Watch[Any]]:
                       lambda s: StoreEvents(s, s.listers.pdbs, lambda b: b.key, lambda b: b)),
         group_watch(ours.API, kinds),
         Watch[Pod]("pods", "/api/v1/pods", parse_pod, lambda p: p.key, PodEvents,
-                   field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+                   field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                   stand_in=unreadable_pod, record_error=_bound_pod_error),
         Watch[Claim]("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", parse_claim,
                      lambda c: c.key, volumes(lambda v: v.claims, lambda c: c.key)),
         Watch[Volume]("persistentvolumes", "/api/v1/persistentvolumes", parse_volume,
@@ -146,7 +184,7 @@ def _watches(kinds: KindTable) -> list[Watch[Any]]:
                              devices(lambda d: d.slices, lambda r: r.name)),
         Watch[ResourceClaim]("resourceclaims", f"{API_PATH}/resourceclaims",
                              parse_resource_claim, lambda c: c.key,
-                             devices(lambda d: d.claims, lambda c: c.key)),
+                             devices(lambda d: d.claims, lambda c: c.key), keep_previous=True),
         *finished,
     ]
 
@@ -171,6 +209,8 @@ class SchedulerService:
             may_bind=self.elector.holds_lease if self.elector is not None else None)
         if self.elector is not None:
             s.active.clear()  # followers watch and keep their caches warm, but do not schedule
+        self.unreadable = UnreadableObjects(
+            self.reporter, lambda kind, count: s.metrics.objects_unreadable.set(count, kind))
         self.group_kinds = KindTable()
         self.informers: list[Informer[Any]] = [
             self._informer(w) for w in _watches(self.group_kinds)]
@@ -237,7 +277,9 @@ class SchedulerService:
         return Informer[Any](self.client, watch.path, watch.parse, watch.key,
                              watch.handler(self.scheduler), name=watch.name,
                              field_selector=watch.field_selector,
-                             watch_read_timeout=WATCH_TIMEOUT)
+                             watch_read_timeout=WATCH_TIMEOUT, unreadable=self.unreadable,
+                             stand_in=watch.stand_in, record_error=watch.record_error,
+                             keep_previous=watch.keep_previous)
 
     def _group_status_writer(self) -> GroupStatusWriter | None:
         """PodGroup status, written for the groups the gang plugin schedules."""
@@ -259,7 +301,8 @@ class SchedulerService:
             return None, None
         self.informers.append(Informer[Queue](
             self.client, QUEUES_PATH, parse_queue, lambda queue: queue.name,
-            QueueEvents(s, proportion), name="queues", watch_read_timeout=WATCH_TIMEOUT))
+            QueueEvents(s, proportion), name="queues", watch_read_timeout=WATCH_TIMEOUT,
+            unreadable=self.unreadable))
         writer = QueueStatusWriter(  # only the leader writes Queue status
             self.report_client,
             lambda name: proportion.status_of(name) if s.active.is_set() else None)

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import urllib3
 
 from coscheduling import __version__
+from coscheduling.cluster import deepjson
 from coscheduling.cluster.kubeconfig import KEEPALIVE, CredentialsError, Endpoint, load_endpoint
 from coscheduling.cluster.ratelimit import TokenBucket
 from coscheduling.cluster.wire import Wire, WireError
@@ -201,7 +202,9 @@ class KubeClient:
 
     def watch(self, path: str, query: Mapping[str, Any],
               read_timeout: float) -> Iterator[dict[str, Any]]:
-        """Watch events as dicts. Raises ApiError on HTTP errors and dead connections."""
+        """Watch events as dicts (``deepjson``: an event too deep for the C decoder is a
+        ``deepjson.Decoded`` with the values it left out). Raises ApiError on HTTP errors
+        and dead connections."""
         response = self._call("GET", path, query={**query, "watch": "true"},
                               timeout=(CONNECT_TIMEOUT, read_timeout), stream=True)
         try:
@@ -214,7 +217,7 @@ class KubeClient:
                 buffer = lines.pop()  # an unfinished line, or b""
                 for line in lines:
                     if line.strip():
-                        yield json.loads(line)
+                        yield deepjson.loads(line)
         except urllib3.exceptions.ReadTimeoutError as err:
             raise ApiError(0, f"{IDLE_WATCH}: nothing from {path} for {read_timeout:g}s") \
                 from err
@@ -264,7 +267,7 @@ def _json_or_empty(data: bytes | str | None) -> dict[str, Any]:
     if not data:
         return {}
     try:
-        decoded = json.loads(data)
+        decoded = deepjson.loads(data)
     except (ValueError, TypeError):
         text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
         return {"message": text[:500]}

@@ -132,6 +132,7 @@ class SchedulerMetrics:
             self.gang_released, self.gang_rejected, self.gang_timed_out,
             self.gang_schedule_duration, self.gangs_waiting, self.gangs_frozen,
             self.preemption_attempts, self.preemption_victims, self.gang_preemptions,
+            self.objects_unreadable,
         ]
 
     def _scheduler_metrics(self) -> None:
@@ -154,6 +155,9 @@ class SchedulerMetrics:
             "Duration of waiting on permit.", ("result",), exponential_buckets(0.001, 2, 15))
         self.pods_bound = Counter(
             "coscheduling_pods_bound_total", "Pods bound by this scheduler.")
+        self.objects_unreadable = Gauge(
+            "coscheduling_objects_unreadable",
+            "Objects the scheduler cannot read and sets aside, by kind (resource).", ("kind",))
         # kube-scheduler's preemption metrics.
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster "

@@ -18,6 +18,14 @@ from coscheduling.api.quantity import add_into
 from coscheduling.framework.labelindex import LabelIndex
 
 
+def unreadable_error(pod: Pod) -> str:
+    """The parse error that leaves a placed pod's room or constraints unknown ("" when
+    none). A malformed group marker alone does not: it decides only the pod's gang, and the
+    rest of the pod is read (a tenant's annotation must not close a node)."""
+    error = pod.parse_error
+    return "" if not error or error == pod.membership.error else error
+
+
 class NodeInfo:
     """A node with the requests of the pods, assumed pods and claims that sit on it."""
 
@@ -39,6 +47,7 @@ class NodeInfo:
         "ports",
         "priorities",
         "requested",
+        "unreadable",
     )
 
     def __init__(self, name: str, node: Node | None = None,
@@ -63,6 +72,9 @@ class NodeInfo:
         # claims and handovers stay as they are: filters ask it per node and resource.
         self._shared_memo: dict[tuple[str, str], int] = {}
         self.ports: dict[tuple[str, str, int], int] = {}
+        # Pods here whose spec could not be read (key -> parse error): the room they take is
+        # unknown, never zero, so the node takes no new pods while any is here.
+        self.unreadable: dict[str, str] = {}
         # Pods and claims here that carry pod (anti-)affinity, and the cache-wide index of
         # their affinities (shared by every node record of one cache).
         self.affinity_pods: dict[str, Pod] = {}
@@ -98,11 +110,30 @@ class NodeInfo:
             self.remove_pod(pod.key)
         self.pods[pod.key] = pod
         self._account(pod, 1)
+        if pod.parse_error and unreadable_error(pod):
+            self.unreadable[pod.key] = pod.parse_error
 
     def remove_pod(self, key: str) -> None:
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._account(pod, -1)
+            if self.unreadable:
+                self.unreadable.pop(key, None)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the node takes no new pods because something here cannot be read."""
+        return bool(self.unreadable) or (self.node is not None and bool(self.node.parse_error))
+
+    def closed_reason(self) -> str:
+        """Why the node is ``closed`` ("" when it is not): the node itself cannot be read,
+        or a pod here, whose room is unknown (counting it as zero could over-commit)."""
+        if self.node is not None and self.node.parse_error:
+            return f"node {self.name} cannot be read ({self.node.parse_error})"
+        for key, error in sorted(self.unreadable.items())[:1]:
+            return (f"pod {key} on the node cannot be read ({error}): the room it takes is "
+                    "unknown")
+        return ""
 
     def add_claim(self, pod: Pod) -> None:
         self.remove_claim(pod.key)

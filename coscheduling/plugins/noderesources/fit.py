@@ -109,6 +109,8 @@ def insufficient(
     node = info.node
     if node is None:
         return ("node not found",)
+    if info.closed:
+        return (info.closed_reason(),)
     reasons: list[str] | None = None
     if info.pod_count(pod_key) + 1 > node.allowed_pods:
         reasons = [TOO_MANY_PODS]
@@ -229,6 +231,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
         reasons = insufficient(pod.key, self._request(state, pod).fit, node)
         if not reasons:
             return SUCCESS
+        if node.closed:  # it opens when the pod or node can be read, or is gone
+            return Status.unresolvable(*reasons, plugin=NAME)
         return Status.unschedulable(*reasons, plugin=NAME)
 
     # -- score ---------------------------------------------------------------------------

@@ -1,0 +1,267 @@
+"""Objects the scheduler cannot read: the level-by-level JSON decoder, the record of
+objects set aside (its Warning rate limit and gauge), and a node that holds a pod it cannot
+read (or that it cannot read) taking no new pods."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from coscheduling.api.nodes import Node, parse_node
+from coscheduling.api.objectref import ObjectRef
+from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.cache import Cache
+from coscheduling.cluster.deepjson import (
+    MAX_DEPTH,
+    Decoded,
+    Undecodable,
+    decode_bounded,
+    field_path,
+    loads,
+)
+from coscheduling.cluster.unreadable import READABLE, UNREADABLE, Unreadable, UnreadableObjects
+from coscheduling.framework.cycle_state import CycleState
+from coscheduling.framework.nodeinfo import NodeInfo
+from coscheduling.framework.status import Code
+from coscheduling.plugins.noderesources import NodeResourcesFit
+from coscheduling.service import unreadable_node, unreadable_pod
+
+# -- the decoder ----------------------------------------------------------------------------
+
+
+def lists(depth: int) -> str:
+    """``depth`` levels of lists: ``[[...[1]...]]``."""
+    return "[" * depth + "1" + "]" * depth
+
+
+@pytest.mark.parametrize("text", [
+    "{}", "[]", '""', "0", "-0", "12", "-3.5e-2", "1E+2", "true", "false", "null",
+    '{"a": [1, 2.5, "x\\n\\u00e9\\ud83d\\ude00", true, false, null, {}, []], "b": {"c": "d"}}',
+    ' \n\t[ 1 , [ ] , { } ]\r ', '{"dup": 1, "dup": 2}', '["\\"]{[", "]"]',
+    "Infinity", "-Infinity", '{"k": ' + lists(MAX_DEPTH - 1) + "}",
+])
+def test_the_bounded_decoder_reads_what_json_loads_reads(text: str) -> None:
+    assert decode_bounded(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", [
+    "", "{", "[1,]", '{"a" 1}', '{"a": 1,}', "[1 2]", '{1: 2}', "tru", "[1]]", '"open',
+    "{} {}", "[01]", "[" * 2000 + "]" * 1999,
+])
+def test_the_bounded_decoder_refuses_what_json_loads_refuses(text: str) -> None:
+    if len(text) < 100:  # the C decoder, on what it can read
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(text)
+    with pytest.raises(json.JSONDecodeError):
+        decode_bounded(text)
+    with pytest.raises(json.JSONDecodeError):
+        loads(text)
+
+
+def _random_value(rng: random.Random, depth: int) -> Any:
+    kind = rng.randrange(8 if depth < 6 else 5)
+    if kind == 0:
+        return rng.randrange(-10**20, 10**20)
+    if kind == 1:
+        return rng.uniform(-1e9, 1e9)
+    if kind == 2:
+        alphabet = 'ab"\\\n\u00e9\U0001f600 {}[],:'
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+    if kind == 3:
+        return rng.choice([True, False, None])
+    if kind == 4:
+        return rng.randrange(10)
+    if kind in (5, 6):
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {f"k{rng.randrange(5)}": _random_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def test_random_documents_decode_alike() -> None:
+    rng = random.Random(35)
+    for _ in range(2000):
+        text = json.dumps(_random_value(rng, 0), indent=rng.choice([None, 1]))
+        assert decode_bounded(text) == json.loads(text), text
+
+
+@pytest.mark.parametrize(("depth", "left_out"), [
+    (MAX_DEPTH - 3, False),  # {"items": [{"x": ...}]}: 3 levels above the lists
+    (MAX_DEPTH - 2, True),
+    (3000, True),
+    (100_000, True),
+])
+def test_values_deeper_than_the_limit_are_left_out_by_path(depth: int, left_out: bool) -> None:
+    text = ('{"items": [{"metadata": {"name": "ok"}}, {"x": ' + lists(depth)
+            + '}, {"metadata": {"name": "after"}}]}')
+    decoded = decode_bounded(text)
+    assert decoded["items"][0] == {"metadata": {"name": "ok"}}
+    assert decoded["items"][2] == {"metadata": {"name": "after"}}
+    assert isinstance(decoded, Decoded)
+    if not left_out:
+        assert decoded.left_out == []
+        return
+    [(path, why)] = decoded.left_out
+    assert path[:3] == ("items", 1, "x") and len(path) == MAX_DEPTH
+    assert why == f"nested deeper than {MAX_DEPTH} levels"
+
+
+def test_loads_keeps_the_c_decoder_and_falls_back_only_when_it_fails() -> None:
+    shallow = '{"a": ' + lists(100) + "}"
+    assert type(loads(shallow)) is dict  # the fast path: no Decoded
+    deep = loads('{"a": ' + lists(3000) + ', "b": 2}')
+    assert isinstance(deep, Decoded) and deep["b"] == 2
+    assert field_path(deep.left_out[0][0]).startswith("a[0][0][0]")
+    assert loads(b'{"a": 1}') == {"a": 1}
+
+
+def test_an_integer_python_will_not_convert_is_left_out() -> None:
+    decoded = loads('{"items": [{"n": ' + "9" * 5000 + '}, {"n": 1}]}')
+    assert isinstance(decoded, Decoded)
+    assert isinstance(decoded["items"][0]["n"], Undecodable)
+    assert decoded["items"][1] == {"n": 1}
+    assert decoded.left_out == [(("items", 0, "n"), "an integer of 5000 digits")]
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    ((), ""),
+    (("spec",), "spec"),
+    (("spec", "devices", "config", 0, "opaque"), "spec.devices.config[0].opaque"),
+    ((0, "a"), "[0].a"),
+    (("a", *[0] * 20), "a" + "[0]" * 11 + "..."),
+])
+def test_field_paths_read_as_kubectl_names_fields(path: tuple[Any, ...], text: str) -> None:
+    assert field_path(path) == text
+
+
+# -- objects set aside ------------------------------------------------------------------------
+
+
+class Events:
+    """Where UnreadableObjects' events go: kept in a list."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, str, str]] = []
+
+    def object_event(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None:
+        self.written.append((ref.name, kind, reason))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _entry(name: str, version: str, why: str = "nested deeper than 512 levels") -> Unreadable:
+    ref = ObjectRef("resource.k8s.io/v1", "ResourceClaim", "ns", name, f"uid-{name}")
+    return Unreadable("resourceclaims.resource.k8s.io", ref, version, "spec.x", why)
+
+
+def test_warnings_come_once_per_version_and_interval_and_the_gauge_counts() -> None:
+    events, clock, counts = Events(), Clock(), {}
+    objects = UnreadableObjects(events, counts.__setitem__, repeat_after=600, clock=clock)
+    kind = "resourceclaims.resource.k8s.io"
+    objects.set_aside(_entry("a", "1"))
+    objects.set_aside(_entry("a", "1"))  # a relist: same version
+    clock.now = 10
+    objects.set_aside(_entry("a", "2"))  # rewritten within the interval
+    objects.set_aside(_entry("b", "1"))
+    assert events.written == [("a", "Warning", UNREADABLE), ("b", "Warning", UNREADABLE)]
+    assert counts == {kind: 2}
+    clock.now = 700
+    objects.set_aside(_entry("a", "2"))  # the interval passed, but the same version
+    objects.set_aside(_entry("a", "3"))
+    assert events.written[-1] == ("a", "Warning", UNREADABLE) and len(events.written) == 3
+    objects.readable(kind, "ns/a")
+    assert events.written[-1] == ("a", "Normal", READABLE) and counts == {kind: 1}
+    objects.gone(kind, "ns/b")
+    assert events.written[-1] == ("b", "Normal", READABLE) and counts == {kind: 0}
+    assert objects.entries() == []
+    assert "spec.x: nested deeper than 512 levels" in _entry("a", "1").message
+
+
+# -- a node holding something it cannot read ----------------------------------------------------
+
+
+def _pod(name: str, node: str, limits: dict[str, str] | None = None,
+         **meta: Any) -> Pod:
+    return parse_pod({
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", **meta},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "1"}, "limits": {"cpu": "1", **(limits or {})}}}]}})
+
+
+def _node(name: str = "n1", cpu: str = "4") -> NodeInfo:
+    return NodeInfo(name, parse_node({"metadata": {"name": name},
+                                      "status": {"allocatable": {"cpu": cpu, "pods": "10"}}}))
+
+
+def _filter(info: NodeInfo, cpu: str = "1") -> tuple[Code, tuple[str, ...]]:
+    pending = parse_pod({"metadata": {"name": "new", "namespace": "ns", "uid": "u"},
+                         "spec": {"containers": [{"name": "c", "resources": {
+                             "requests": {"cpu": cpu}}}]}})
+    plugin = NodeResourcesFit()
+    state = CycleState()
+    plugin.pre_filter(state, pending)
+    status = plugin.filter(state, pending, info)
+    return status.code, status.reasons
+
+
+@pytest.mark.parametrize(("occupant", "closed"), [
+    ({}, False),
+    # A limit no parser reads (negative): the pod's requests are not known.
+    ({"limits": {"memory": "-1"}}, True),
+    # A malformed group marker alone: the pod is read, its room counts.
+    ({"labels": {"pod-group.scheduling.sigs.k8s.io/name": "g",
+                 "pod-group.scheduling.sigs.k8s.io/min-available": "x"}}, False),
+])
+def test_a_bound_pod_it_cannot_read_closes_its_node(occupant: dict[str, Any],
+                                                     closed: bool) -> None:
+    info = _node()
+    pod = _pod("occupant", "n1", occupant.get("limits"),
+               **({"labels": occupant["labels"]} if "labels" in occupant else {}))
+    assert bool(pod.parse_error) == bool(occupant)
+    info.add_pod(pod)
+    code, reasons = _filter(info)
+    if not closed:
+        assert code == Code.SUCCESS
+        return
+    assert code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert reasons[0].startswith("pod ns/occupant on the node cannot be read (spec.containers")
+    info.remove_pod(pod.key)  # gone (or read again): the node opens
+    assert _filter(info)[0] == Code.SUCCESS
+
+
+@pytest.mark.parametrize(("node", "reason"), [
+    # The informer's stand-in for a node its parser failed on.
+    (unreadable_node({"metadata": {"name": "n1"}}, "status.allocatable: bad"),
+     "node n1 cannot be read (status.allocatable: bad)"),
+    # A node record kept with a parse error.
+    (parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "-1"}}}),
+     "node n1 cannot be read (status.allocatable: cpu: "),
+])
+def test_a_node_it_cannot_read_takes_no_pods(node: Node, reason: str) -> None:
+    info = _node()
+    info.node = node
+    code, reasons = _filter(info, cpu="0")
+    assert code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert reasons[0].startswith(reason), reasons
+
+
+def test_a_pod_stand_in_keeps_its_node_closed_in_the_cache() -> None:
+    cache = Cache()
+    cache.set_node(parse_node({"metadata": {"name": "n1"},
+                               "status": {"allocatable": {"cpu": "4", "pods": "10"}}}))
+    stand_in = unreadable_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                               "spec": {"nodeName": "n1", "x": "?"}},
+                              "spec.x: RecursionError: too deep")
+    cache.set_pod(stand_in)
+    info = cache.node("n1")
+    assert info is not None and info.closed
+    assert "pod ns/p on the node cannot be read (spec.x: RecursionError" in info.closed_reason()
+    cache.set_pod(_pod("p", "n1"))  # readable again: counted, and the node opens
+    assert info is not None and not info.closed and info.requested["cpu"] == 1000
