@@ -15,9 +15,8 @@ from coscheduling.api.dra import ResourceClaim
 from coscheduling.api.namespaces import Namespace
 from coscheduling.api.nodes import Node, node_changes_could_help
 from coscheduling.api.podgroups import PodGroup
-from coscheduling.api.pods import Pod
+from coscheduling.api.pods import Pod, unreadable_error
 from coscheduling.api.queues import Queue
-from coscheduling.framework.nodeinfo import unreadable_error
 from coscheduling.groups import labelonly
 from coscheduling.groups.table import KindTable
 from coscheduling.plugins.interpodaffinity import InterPodAffinity

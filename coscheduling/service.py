@@ -24,7 +24,7 @@ from coscheduling.api.dra import (
 from coscheduling.api.namespaces import Namespace, parse_namespace
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PodGroup
-from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.api.pods import Pod, parse_pod, unreadable_error
 from coscheduling.api.priorityclasses import PriorityClass, parse_priority_class
 from coscheduling.api.queues import DEFAULT_QUEUE, Queue, default_queue_object, parse_queue
 from coscheduling.api.queues import PLURAL as QUEUES
@@ -60,7 +60,6 @@ from coscheduling.eventhandlers import (
     StoreEvents,
     VolumeEvents,
 )
-from coscheduling.framework.nodeinfo import unreadable_error
 from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, status_target
 from coscheduling.groups.table import KindTable
 from coscheduling.httpendpoint import HttpEndpoint

@@ -477,3 +477,11 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     if pod.membership.error and not pod.parse_error:
         pod.parse_error = pod.membership.error
     return pod
+
+
+def unreadable_error(pod: Pod) -> str:
+    """The parse error that leaves a placed pod's room or constraints unknown ("" when
+    none). A malformed group marker alone does not: it decides only the pod's gang, and the
+    rest of the pod is read (a tenant's annotation must not close a node)."""
+    error = pod.parse_error
+    return "" if not error or error == pod.membership.error else error

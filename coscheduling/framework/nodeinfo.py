@@ -13,17 +13,9 @@ from collections.abc import Callable
 
 from coscheduling.api.nodes import Node
 from coscheduling.api.podaffinity import AffinityIndex
-from coscheduling.api.pods import Pod
+from coscheduling.api.pods import Pod, unreadable_error
 from coscheduling.api.quantity import add_into
 from coscheduling.framework.labelindex import LabelIndex
-
-
-def unreadable_error(pod: Pod) -> str:
-    """The parse error that leaves a placed pod's room or constraints unknown ("" when
-    none). A malformed group marker alone does not: it decides only the pod's gang, and the
-    rest of the pod is read (a tenant's annotation must not close a node)."""
-    error = pod.parse_error
-    return "" if not error or error == pod.membership.error else error
 
 
 class NodeInfo:

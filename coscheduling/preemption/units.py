@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from coscheduling.api.pods import unreadable_error
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -49,7 +51,8 @@ def eviction_units(pods: Iterable[Pod], priority: int, own_group: str,
     Permit, being bound) and the preemptor's own gang never are, nor is a gang with a
     member in flight: its bound members are not all it holds, and evicting them would
     leave the rest bound below minMember. Strictly lower on both sides is what keeps two
-    gangs from preempting each other in a loop.
+    gangs from preempting each other in a loop. A pod the scheduler cannot read is never a
+    victim, nor is its gang: its priority and the room it frees are unknown.
     """
     plain: list[Unit] = []
     gangs: dict[str, list[Pod]] = {}
@@ -58,6 +61,10 @@ def eviction_units(pods: Iterable[Pod], priority: int, own_group: str,
         if not pod.node_name and pod.group_key and in_flight(pod):
             unsettled.add(pod.group_key)
         if not pod.node_name or pod.deleting or pod.terminal:
+            continue
+        if unreadable_error(pod):
+            if pod.group_key:
+                unsettled.add(pod.group_key)
             continue
         group = group_of(pod.group_key) if pod.group_key else None
         if group is None:

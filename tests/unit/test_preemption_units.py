@@ -48,3 +48,16 @@ def test_gang_units(min_member: int, states: list[str], units: list[tuple[int, i
                              lambda g, m: 0, lambda p: p.key in assumed)
     assert [(len(u.core), len(u.surplus)) for u in offered if u.group_key] == units
     assert [u.core for u in offered if not u.group_key] == [[plain]]  # plain pods stay
+
+
+def test_a_pod_that_cannot_be_read_is_never_a_victim_nor_is_its_gang() -> None:
+    """Its priority and the room it frees are unknown: evicting it could be for nothing."""
+    group = _group("g", 2)
+    members = [_pod(f"g-{i}", "n0", group="g") for i in range(3)]
+    members[2].parse_error = "spec.containers[0].resources.limits.memory: not a quantity"
+    plain = _pod("plain", "n1")
+    unreadable = _pod("lost", "n1")
+    unreadable.parse_error = "spec.priority: must be an integer"
+    offered = eviction_units([*members, plain, unreadable], 10, "", {group.key: group}.get,
+                             lambda g, m: 0, lambda p: False)
+    assert [u.core for u in offered] == [[plain]]
