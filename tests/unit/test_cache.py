@@ -13,6 +13,7 @@ from coscheduling.api.nodes import parse_node
 from coscheduling.api.podaffinity import LabelSelector, parse_label_selector
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cache import Cache
+from tests.simulation import GROUP_LABEL
 
 
 def _pod(name: str, cpu: int, node: str = "") -> Pod:
@@ -230,3 +231,58 @@ def test_a_pod_assumed_again_elsewhere_leaves_its_first_node() -> None:
     assert (first.used("cpu"), second.used("cpu")) == (0, 2000)
     cache.forget(pod.key)
     assert second.used("cpu") == 0
+
+
+# -- where a gang's members are --------------------------------------------------------------
+def _member(rng: random.Random, index: int, node: str) -> Pod:
+    """A member of g1 or g2 (or a plain pod), bound to ``node`` when given, sometimes being
+    deleted."""
+    group = rng.choice(["g1", "g2", ""])
+    meta: dict[str, object] = {"name": f"m{index % 30}", "namespace": "ns",
+                               "uid": f"uid-{index % 30}-{rng.randrange(2)}",
+                               "labels": {GROUP_LABEL: group} if group else {}}
+    if rng.random() < 0.15:
+        meta["deletionTimestamp"] = "2026-11-27T00:00:00Z"
+    return parse_pod({"metadata": meta, "spec": {"nodeName": node,
+                                                 "containers": [{"name": "c"}]}})
+
+
+def _group_nodes_walked(cache: Cache, group_key: str, excluding: str) -> Counter[str]:
+    """Where the group's members are, found by walking every pod the cache holds."""
+    found: Counter[str] = Counter()
+    for pod in cache.pods():
+        if pod.group_key != group_key or pod.key == excluding or pod.deleting:
+            continue
+        node = pod.node_name or cache.assumed_node(pod.key) or cache.claimed_node(pod.key)
+        if node:
+            found[node] += 1
+    return found
+
+
+def test_a_groups_nodes_follow_every_bind_assume_claim_forget_and_deletion() -> None:
+    """The per-group node counts the cache keeps as pods move equal a walk of every pod,
+    after any sequence of the changes the watches and the scheduler make (a pod replaced
+    under a new uid, marked for deletion, moved from claim to assume to bind)."""
+    rng = random.Random(35)
+    cache = Cache()
+    for index in range(4000):
+        node = rng.choice(["n0", "n1", "n2"])
+        action = rng.randrange(7)
+        pod = _member(rng, index, node if action == 0 else "")
+        if action in (0, 1, 2):
+            cache.set_pod(pod)
+        if action == 1:
+            cache.assume(pod, node)
+        elif action == 2:
+            cache.claim(pod, node)
+        elif action == 3:
+            cache.drop_claim(pod.key)
+            cache.forget(pod.key)
+        elif action == 4:
+            cache.remove_pod(pod.key)
+        elif action == 5:
+            cache.remove_node(node)
+        for group in ("ns/g1", "ns/g2"):
+            excluding = f"ns/m{rng.randrange(30)}"
+            assert cache.group_nodes(group, excluding) == \
+                _group_nodes_walked(cache, group, excluding), index
