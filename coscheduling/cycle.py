@@ -124,10 +124,16 @@ class Cycles:
 
     def bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """The binding cycle of a permitted pod: PreBind, Bind, PostBind; undone (and the
-        pod retried) when PreBind or Bind fails."""
-        status = self._fw.run_pre_bind(state, pod, node_name)
-        if status.ok:
-            status = self._fw.run_bind(state, pod, node_name)
+        pod retried) when PreBind or Bind fails, an unexpected exception included: it runs
+        on a worker that would otherwise drop it, leaving the pod assumed and never bound
+        (a released gang's member: a partial gang)."""
+        try:
+            status = self._fw.run_pre_bind(state, pod, node_name)
+            if status.ok:
+                status = self._fw.run_bind(state, pod, node_name)
+        except Exception as err:  # any plugin failure is this pod's error, not the worker's
+            log.exception("binding cycle of %s to %s raised", pod.key, node_name)
+            status = Status.error(f"binding failed: {type(err).__name__}: {err}")
         if not status.ok:
             log.warning("bind of %s to %s failed: %s", pod.key, node_name, status.message)
             with self._cache.lock:

@@ -6,6 +6,8 @@ import random
 
 import pytest
 
+from coscheduling.api.pods import Pod
+from coscheduling.framework.status import Status
 from tests.simulation import SimCluster, gang_of_three_on_three_nodes
 
 
@@ -281,3 +283,27 @@ def test_members_of_a_gang_that_lacks_members_wait_without_attempts(sim: SimClus
     sim.run()
     assert sim.bound_in_group("g") == 3
     assert attempts.value("unschedulable", sim.scheduler.metrics.profile) == 0
+
+
+def test_a_bind_that_raises_is_undone_and_retried_so_the_gang_ends_whole(
+        sim: SimCluster) -> None:
+    """A plugin's unexpected exception in the binding cycle (a worker thread) is the pod's
+    error: it is undone and scheduled again, not left assumed and never bound."""
+    sim.add_node("n1", cpu="4")
+    sim.add_group("g", 3)
+    bind = sim._bind
+    raised: list[str] = []
+
+    def flaky(pod: Pod, node_name: str) -> Status:
+        if pod.name == "p1" and not raised:
+            raised.append(pod.key)
+            raise RecursionError("maximum recursion depth exceeded while encoding")
+        return bind(pod, node_name)
+
+    sim._bind = flaky  # type: ignore[method-assign]
+    for i in range(3):
+        sim.add_pod(f"p{i}", group="g")
+    sim.run()
+    assert raised == ["ns/p1"]
+    assert sim.bound_in_group("g") == 3
+    assert sim.bind_count["ns/p1"] == 1  # bound once, by the retry
