@@ -194,6 +194,9 @@ class SchedulerService:
     def __init__(self, config: SchedulerConfig, *, kubeconfig: str = "",
                  token: str = "") -> None:
         self.config = config
+        # Taking up leadership (after the fencing probe) and losing it exclude each other, so
+        # a lease lost during the probe is never followed by scheduling and the leader label.
+        self._leadership = threading.Lock()
         elect = config.leader_election.leader_elect
         identity = default_identity() if elect else ""  # Bindings carry it (fencing)
         self.elector: LeaderElector | None = None
@@ -380,7 +383,9 @@ class SchedulerService:
         elector = self.elector
         if wait_admitted(self.client, self.config.leader_election.resource_namespace,
                          elector.holds_lease):
-            self._activate()
+            with self._leadership:
+                if elector.holds_lease():
+                    self._activate()
 
     def _activate(self) -> None:
         # The previous leader's assumed and waiting pods are gone with it: look at every
@@ -398,10 +403,11 @@ class SchedulerService:
 
     def _stopped_leading(self) -> None:
         """Stop scheduling and binding at once; the process is expected to exit."""
-        self.scheduler.active.clear()
-        self.scheduler.reject_all_waiting("this scheduler replica lost its leader lease")
-        self._label_own_pod(False)
-        self.lost_leadership.set()
+        with self._leadership:
+            self.scheduler.active.clear()
+            self.scheduler.reject_all_waiting("this scheduler replica lost its leader lease")
+            self._label_own_pod(False)
+            self.lost_leadership.set()
 
     @property
     def synced(self) -> bool:
