@@ -84,7 +84,9 @@ def retry_after_seconds(value: str, now: float | None = None) -> float | None:
     else (``1.5``, ``inf``, ``-1``: not retried)."""
     value = value.strip(" \t")
     if _RETRY_SECONDS.fullmatch(value):
-        return min(float(int(value)), RETRY_AFTER_MAX)
+        # A number of many digits is past the cap: converting it could overflow a float or
+        # pass Python's limit on the digits of an int.
+        return RETRY_AFTER_MAX if len(value) > 9 else min(float(int(value)), RETRY_AFTER_MAX)
     date = email.utils.parsedate_tz(value) if value else None
     if date is None:
         return None

@@ -436,10 +436,11 @@ RETRY_AFTER = [  # (the header's value, seconds waited or None: not retried)
     (email.utils.formatdate(NOW - 60, usegmt=True), 0.0),
     (email.utils.formatdate(NOW + 86400 * 365, usegmt=True), 5.0),
     ("Fri, 31 Dec 9999 23:59:59 GMT", 5.0),
+    ("1" + "0" * 400, 5.0), ("9" * 5000, 5.0),  # past a float, past int()'s digit limit
 ]
 
 
-@pytest.mark.parametrize(("value", "seconds"), RETRY_AFTER, ids=[c[0] for c in RETRY_AFTER])
+@pytest.mark.parametrize(("value", "seconds"), RETRY_AFTER, ids=[c[0][:24] for c in RETRY_AFTER])
 def test_retry_after_is_read_as_urllib3_reads_it_and_capped(value: str,
                                                             seconds: float | None) -> None:
     assert wire_module.retry_after_seconds(value, now=NOW) == seconds
