@@ -21,9 +21,10 @@ from coscheduling.api.dra import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from coscheduling.api.membership import membership
 from coscheduling.api.namespaces import Namespace, parse_namespace
 from coscheduling.api.nodes import Node, parse_node
-from coscheduling.api.podgroups import PodGroup
+from coscheduling.api.podgroups import PodGroup, gang_key
 from coscheduling.api.pods import Pod, parse_pod, unreadable_error
 from coscheduling.api.priorityclasses import PriorityClass, parse_priority_class
 from coscheduling.api.queues import DEFAULT_QUEUE, Queue, default_queue_object, parse_queue
@@ -43,7 +44,7 @@ from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient, q
 from coscheduling.cluster.discovery import GroupDiscovery
 from coscheduling.cluster.fencing import BindingClient, wait_admitted
 from coscheduling.cluster.groupstatus import GroupStatusWriter
-from coscheduling.cluster.informer import Informer, wait_synced
+from coscheduling.cluster.informer import Informer, object_key, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector, default_identity
 from coscheduling.cluster.queuestatus import QueueStatusWriter
 from coscheduling.cluster.reporter import Reporter
@@ -96,18 +97,29 @@ class Watch(Generic[R]):
     stand_in: Callable[[dict[str, Any], str], R] | None = None
     record_error: Callable[[R], str] | None = None
     keep_previous: bool = False
+    # The key of an object that cannot be parsed, from its metadata (as ``key`` gives it).
+    object_key: Callable[[dict[str, Any]], str] = object_key
 
 
 def unreadable_pod(obj: dict[str, Any], why: str) -> Pod:
     """A pod that cannot be parsed, as far as it takes room: on its node (which then takes
     no new pods, framework.nodeinfo), or pending with the error (UnsupportedFields)."""
     meta, spec, status = (_mapping(obj.get(k)) for k in ("metadata", "spec", "status"))
-    return Pod(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
-               uid=str(meta.get("uid") or ""),
-               resource_version=str(meta.get("resourceVersion") or ""),
-               scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-               node_name=str(spec.get("nodeName") or ""),
-               phase=str(status.get("phase") or "Pending"), parse_error=why)
+    pod = Pod(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+              uid=str(meta.get("uid") or ""),
+              resource_version=str(meta.get("resourceVersion") or ""),
+              scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+              node_name=str(spec.get("nodeName") or ""),
+              phase=str(status.get("phase") or "Pending"), parse_error=why)
+    # Its gang still counts it (a bound member keeps its gang settled: preemption, status).
+    pod.labels = {str(k): v for k, v in _mapping(meta.get("labels")).items()
+                  if isinstance(v, str)}
+    try:
+        pod.membership = membership(pod.namespace, pod.labels,
+                                    _mapping(meta.get("annotations")), spec)
+    except Exception:  # a marker as unreadable as the rest: no gang known
+        log.warning("pod %s: its gang cannot be read either", pod.key)
+    return pod
 
 
 def unreadable_node(obj: dict[str, Any], why: str) -> Node:
@@ -129,8 +141,12 @@ def _bound_pod_error(pod: Pod) -> str:
 
 def group_watch(api: GroupApi, kinds: KindTable) -> Watch[PodGroup]:
     """A watch of one kind of group object; every kind's handler shares one table."""
+    def tagged_key(obj: dict[str, Any]) -> str:
+        meta = _mapping(obj.get("metadata"))
+        return gang_key(str(meta.get("namespace") or ""), str(meta.get("name") or ""), api.tag)
+
     return Watch[PodGroup](f"podgroups.{api.group}", api.path, api.parse, lambda g: g.key,
-                           lambda s: PodGroupEvents(s, kinds))
+                           lambda s: PodGroupEvents(s, kinds), object_key=tagged_key)
 
 
 def _watches(kinds: KindTable) -> list[Watch[Any]]:
@@ -281,7 +297,7 @@ class SchedulerService:
                              field_selector=watch.field_selector,
                              watch_read_timeout=WATCH_TIMEOUT, unreadable=self.unreadable,
                              stand_in=watch.stand_in, record_error=watch.record_error,
-                             keep_previous=watch.keep_previous)
+                             keep_previous=watch.keep_previous, object_key=watch.object_key)
 
     def _group_status_writer(self) -> GroupStatusWriter | None:
         """PodGroup status, written for the groups the gang plugin schedules."""

@@ -98,6 +98,7 @@ class Informer(Generic[R]):
         stand_in: Callable[[Json, str], R] | None = None,
         record_error: Callable[[R], str] | None = None,
         keep_previous: bool = False,
+        object_key: Callable[[Json], str] = object_key,
     ) -> None:
         self.client = client
         self.path = path
@@ -115,6 +116,9 @@ class Informer(Generic[R]):
         self.kind = resource_of(path)
         self.unreadable = unreadable if unreadable is not None else UnreadableObjects()
         self.stand_in = stand_in
+        # The key of an object read from its metadata alone (one that cannot be parsed):
+        # it must equal ``key`` of its record, e.g. namespace/name@tag for tagged groups.
+        self.object_key = object_key
         self.record_error = record_error
         self.keep_previous = keep_previous
         self._set_aside: set[str] = set()  # keys of this watch's objects set aside now
@@ -235,7 +239,7 @@ class Informer(Generic[R]):
                 if error:
                     self._mark(obj, api_version, kind, key, ("", error))
                 return key, record, bool(error)
-        key = object_key(obj)
+        key = self.object_key(obj)
         self._mark(obj, api_version, kind, key, problem)
         return key, self._stand_in(obj, problem), True
 
@@ -257,7 +261,8 @@ class Informer(Generic[R]):
                         str(obj.get("kind") or kind), str(meta.get("namespace") or ""),
                         str(meta.get("name") or ""), str(meta.get("uid") or ""))
         self.unreadable.set_aside(Unreadable(self.kind, ref,
-                                             str(meta.get("resourceVersion") or ""), *problem))
+                                             str(meta.get("resourceVersion") or ""), *problem,
+                                             store_key=key))
 
     def _replace(self, fresh: dict[str, R]) -> None:
         """Swap in a new listing, telling the handler only what changed."""
@@ -326,10 +331,9 @@ class Informer(Generic[R]):
             record: R | None = self.parse(obj)
         except Exception:  # its key is all a delete needs
             record = None
-        key = self.key(record) if record is not None else object_key(obj)
-        if key in self._set_aside:
-            self._set_aside.discard(key)
-            self.unreadable.gone(self.kind, key)
+        key = self.key(record) if record is not None else self.object_key(obj)
+        self._set_aside.discard(key)
+        self.unreadable.gone(self.kind, key)  # its Warning's rate limit too, read or not
         previous = self.store.pop(key, None)
         if previous is not None or record is not None:
             self.handler.on_delete(previous if previous is not None else record)  # type: ignore[arg-type]

@@ -44,9 +44,14 @@ class Unreadable:
     resource_version: str
     field: str
     why: str
+    # The informer's key for it where that is not namespace/name (name@tag for the groups
+    # of other producers), so that reading or deleting it again finds this entry.
+    store_key: str = ""
 
     @property
     def key(self) -> str:
+        if self.store_key:
+            return self.store_key
         return f"{self.ref.namespace}/{self.ref.name}" if self.ref.namespace else self.ref.name
 
     @property

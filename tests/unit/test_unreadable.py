@@ -12,6 +12,7 @@ import pytest
 
 from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.objectref import ObjectRef
+from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.cache import Cache
 from coscheduling.cluster.deepjson import (
@@ -22,12 +23,16 @@ from coscheduling.cluster.deepjson import (
     field_path,
     loads,
 )
+from coscheduling.cluster.informer import Informer
 from coscheduling.cluster.unreadable import READABLE, UNREADABLE, Unreadable, UnreadableObjects
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.framework.status import Code
+from coscheduling.groups import FOREIGN_APIS
+from coscheduling.groups.table import KindTable
 from coscheduling.plugins.noderesources import NodeResourcesFit
-from coscheduling.service import unreadable_node, unreadable_pod
+from coscheduling.preemption.units import eviction_units
+from coscheduling.service import group_watch, unreadable_node, unreadable_pod
 
 # -- the decoder ----------------------------------------------------------------------------
 
@@ -265,3 +270,68 @@ def test_a_pod_stand_in_keeps_its_node_closed_in_the_cache() -> None:
     assert "pod ns/p on the node cannot be read (spec.x: RecursionError" in info.closed_reason()
     cache.set_pod(_pod("p", "n1"))  # readable again: counted, and the node opens
     assert info is not None and not info.closed and info.requested["cpu"] == 1000
+
+
+class Recorder:
+    """An informer's handler that records what it was told."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, int]] = []
+
+    def on_add(self, record: PodGroup) -> None:
+        self.seen.append(("add", record.key, record.min_member))
+
+    def on_update(self, old: PodGroup, new: PodGroup) -> None:
+        self.seen.append(("update", new.key, new.min_member))
+
+    def on_delete(self, record: PodGroup) -> None:
+        self.seen.append(("delete", record.key, record.min_member))
+
+
+def _foreign_group(version: str, min_member: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"namespace": "ns", "name": "pg", "uid": "u1",
+                         "resourceVersion": version},
+            "spec": {"minMember": min_member}}
+
+
+def test_a_tagged_group_set_aside_leaves_the_store_and_comes_back_under_its_own_key() -> None:
+    """Other producers' groups are keyed namespace/name@tag: an unreadable version of one
+    must replace the readable one under that key (never a stale minMember kept), and its
+    entry in the set-aside record must end when it is readable again or deleted."""
+    api = next(a for a in FOREIGN_APIS if a.group == "scheduling.x-k8s.io")
+    watch = group_watch(api, KindTable())
+    objects = UnreadableObjects()
+    handler = Recorder()
+    informer = Informer[PodGroup](None, api.path, watch.parse, watch.key,  # type: ignore[arg-type]
+                                  handler, unreadable=objects, object_key=watch.object_key)
+    informer._changed(_foreign_group("1", 2), None)
+    informer._changed(_foreign_group("2", 4), ("spec.x", "nested too deeply"))
+    assert informer.store == {} and handler.seen[-1] == ("delete", "ns/pg@x-k8s", 2)
+    assert [(e.key) for e in objects.entries()] == ["ns/pg@x-k8s"]
+    informer._changed(_foreign_group("3", 4), None)
+    assert handler.seen[-1] == ("add", "ns/pg@x-k8s", 4) and not objects.entries()
+    informer._deleted(_foreign_group("3", 4))  # deleted once readable: nothing kept of it
+    assert not objects._warned
+    informer._changed(_foreign_group("4", 5), ("spec.x", "nested too deeply"))
+    informer._deleted(_foreign_group("4", 5))
+    assert not objects.entries() and not informer._set_aside
+
+
+def test_a_bound_members_stand_in_keeps_its_gang_so_preemption_spares_the_gang() -> None:
+    """The stand-in of a bound pod that cannot be read still names its gang: its readable
+    mates are not victims (evicting them would leave it bound below minMember)."""
+    labels = {"scheduling.x-k8s.io/pod-group": "g"}
+
+    def member(name: str, node: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": "ns", "name": name, "uid": name, "labels": labels},
+                "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"}}
+
+    readable = parse_pod(member("a", "n1"))
+    stand_in = unreadable_pod(member("b", "n2"), "spec.x: nested too deeply")
+    assert stand_in.group_key == readable.group_key == "ns/g@x-k8s"
+    group = PodGroup(namespace="ns", name="g", min_member=2)
+    units = eviction_units([readable, stand_in], 1000, "", lambda key: group,
+                           lambda g, members: 0, lambda pod: False)
+    assert units == []
