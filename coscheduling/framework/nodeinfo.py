@@ -119,12 +119,14 @@ class NodeInfo:
 
     def closed_reason(self) -> str:
         """Why the node is ``closed`` ("" when it is not): the node itself cannot be read,
-        or a pod here, whose room is unknown (counting it as zero could over-commit)."""
+        or a pod here, whose room is unknown (counting it as zero could over-commit). The
+        pod is not named: the reason reaches pods of every namespace (the pod itself has
+        a Warning event naming its field)."""
         if self.node is not None and self.node.parse_error:
             return f"node {self.name} cannot be read ({self.node.parse_error})"
-        for key, error in sorted(self.unreadable.items())[:1]:
-            return (f"pod {key} on the node cannot be read ({error}): the room it takes is "
-                    "unknown")
+        if self.unreadable:
+            return ("a pod on the node cannot be read (see its Unreadable event): the room "
+                    "it takes is unknown")
         return ""
 
     def add_claim(self, pod: Pod) -> None:

@@ -425,7 +425,7 @@ class SchedulingServicer:
             raise invalid(f"manifest: {err.path}", str(err).partition(": ")[2]) from None
         except NoSimulator as err:
             raise precondition("manifest", str(err)) from None
-        return answer_pb(answer)
+        return answer_pb(answer, caller.may_act_in)
 
     def _gang_summary(self, key: str) -> GangSummary:
         for plugin in self._fw.instances.values():

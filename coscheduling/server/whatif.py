@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.whatif.simulate import Answer
 
 
-def answer_pb(answer: Answer) -> pb.SimulateResponse:
-    """Every field of ``answer``; amounts in the scheduler's integer units."""
+def answer_pb(answer: Answer,
+              may_see: Callable[[str], bool] = lambda namespace: True) -> pb.SimulateResponse:
+    """Every field of ``answer``; amounts in the scheduler's integer units. Victims in a
+    namespace ``may_see`` refuses are only counted: a caller limited to some namespaces
+    does not learn the pods of others."""
+    victims = [v for v in answer.victims if may_see(v.partition("/")[0])]
+    hidden = len(answer.victims) - len(victims)
+    notes = [*answer.notes, *([f"{hidden} more victim(s) in namespaces outside this "
+                               "caller's reach"] if hidden else [])]
     response = pb.SimulateResponse(
         verdict=pb.Verdict.Value(answer.verdict), source=answer.source, group=answer.group,
         min_member=answer.min_member, pods=answer.pods,
         placements=[pb.Placement(pod=pod, node=node) for pod, node in answer.placements],
-        domain=answer.domain, reason=answer.reason, notes=answer.notes,
-        victims=[_key(v) for v in answer.victims], reserve_nodes=answer.reserve_nodes,
+        domain=answer.domain, reason=answer.reason, notes=notes,
+        victims=[_key(v) for v in victims], reserve_nodes=answer.reserve_nodes,
         reservations_ahead=answer.reservations_ahead, estimated_start=answer.estimated_start,
     )
     gap = answer.shortfall

@@ -22,9 +22,10 @@ from coscheduling.server.auth import Authorizer
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc
 from coscheduling.server.servicer import SchedulingServicer
+from coscheduling.server.whatif import answer_pb
 from coscheduling.whatif import derive as derive_module
 from coscheduling.whatif.derive import MAX_DEPTH, MAX_PODS, derive
-from coscheduling.whatif.simulate import simulate
+from coscheduling.whatif.simulate import Answer, simulate
 from tests.simulation import SimCluster
 from tests.unit.test_grpc_security import CA_EXT, Pair, _leaf
 
@@ -48,6 +49,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
     make("other", "other-driver", _leaf("clientAuth"), "ca")
     make("team-a", "cn-a", _leaf("clientAuth", "URI:spiffe://example/team-a"), "ca")
     make("emailer", "someone", _leaf("clientAuth", "email:driver.example"), "ca")
+    # The issue's case: an email SAN equal to a name configured untyped.
+    make("emailer-untyped", "someone", _leaf("clientAuth", "email:other-driver"), "ca")
     return made
 
 
@@ -111,8 +114,10 @@ def test_reserve_on_a_full_node_is_refused_with_filters_reason(sim: SimCluster) 
 
 
 # -- typed identities and their reach ------------------------------------------------------
-def test_an_email_san_never_authorizes(mutual: str, certs: dict[str, Pair]) -> None:
-    stub = _stub(mutual, certs, "emailer")
+@pytest.mark.parametrize("holder", ["emailer", "emailer-untyped"])
+def test_an_email_san_never_authorizes(mutual: str, certs: dict[str, Pair],
+                                       holder: str) -> None:
+    stub = _stub(mutual, certs, holder)
     code, details = _refusal(lambda: stub.Reserve(
         pb.ReserveRequest(pod=_ref("a"), node_name="n1"), timeout=5))
     assert code == "PERMISSION_DENIED"
@@ -419,3 +424,14 @@ def test_a_decision_stream_carries_only_the_callers_namespaces(sim: SimCluster) 
         next(servicer.WatchDecisions(pb.WatchDecisionsRequest(
             group=pb.ObjectKey(namespace="b", name="g")), _Context("spiffe://x/a")))
     assert "may not act in namespace 'b'" in str(err.value)
+
+
+def test_victims_outside_the_callers_reach_are_counted_not_named() -> None:
+    """A caller limited to some namespaces asks a what-if that would preempt elsewhere: it
+    learns that victims exist there, not which pods they are."""
+    answer = Answer("FITS_AFTER_PREEMPTION", "Job a/j", "a/j", 2, 2,
+                    victims=["a/low-0", "b/secret-0", "b/secret-1"])
+    limited = answer_pb(answer, lambda namespace: namespace == "a")
+    assert [(v.namespace, v.name) for v in limited.victims] == [("a", "low-0")]
+    assert "2 more victim(s) in namespaces outside this caller's reach" in limited.notes
+    assert len(answer_pb(answer).victims) == 3

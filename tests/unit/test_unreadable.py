@@ -236,7 +236,8 @@ def test_a_bound_pod_it_cannot_read_closes_its_node(occupant: dict[str, Any],
         assert code == Code.SUCCESS
         return
     assert code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert reasons[0].startswith("pod ns/occupant on the node cannot be read (spec.containers")
+    assert reasons[0].startswith("a pod on the node cannot be read (see its Unreadable")
+    assert "occupant" not in reasons[0]  # the reason reaches other namespaces' pods
     info.remove_pod(pod.key)  # gone (or read again): the node opens
     assert _filter(info)[0] == Code.SUCCESS
 
@@ -267,7 +268,8 @@ def test_a_pod_stand_in_keeps_its_node_closed_in_the_cache() -> None:
     cache.set_pod(stand_in)
     info = cache.node("n1")
     assert info is not None and info.closed
-    assert "pod ns/p on the node cannot be read (spec.x: RecursionError" in info.closed_reason()
+    assert "a pod on the node cannot be read" in info.closed_reason()
+    assert info.unreadable == {"ns/p": "spec.x: RecursionError: too deep"}
     cache.set_pod(_pod("p", "n1"))  # readable again: counted, and the node opens
     assert info is not None and not info.closed and info.requested["cpu"] == 1000
 
