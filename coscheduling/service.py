@@ -409,6 +409,7 @@ class SchedulerService:
         self.scheduler.activator.capacity_freed()
         self.scheduler.active.set()
         self._label_own_pod(True)
+        self.unreadable.warn_again()
         self._ensure_default_queue()
         if self.status_writer is not None:  # a follower wrote none: catch up
             for key in list(self.scheduler.listers.groups):

@@ -120,6 +120,18 @@ class UnreadableObjects:
         """``key`` was deleted: forgotten, its rate limit too."""
         self.readable(kind, key, deleted=True)
 
+    def warn_again(self) -> None:
+        """A new leader writes the Warnings anew: a follower's were refused by the fencing
+        policy, yet counted as written (the rate limit would delay them by minutes)."""
+        with self._lock:
+            self._warned.clear()
+            entries = [e for objects in self._objects.values() for e in objects.values()]
+            for entry in entries:
+                self._due(entry)
+        if self.reporter is not None:
+            for entry in entries:
+                self.reporter.object_event(entry.ref, "Warning", UNREADABLE, entry.message)
+
     def keys(self, kind: str) -> set[str]:
         with self._lock:
             return set(self._objects.get(kind, ()))

@@ -189,6 +189,19 @@ def test_warnings_come_once_per_version_and_interval_and_the_gauge_counts() -> N
     assert "spec.x: nested deeper than 512 levels" in _entry("a", "1").message
 
 
+def test_a_new_leader_writes_the_warnings_again_at_once() -> None:
+    """A follower's Warnings were refused by the fencing policy: taking up leadership
+    writes them anew, not ten minutes later."""
+    events, clock = Events(), Clock()
+    objects = UnreadableObjects(events, repeat_after=600, clock=clock)
+    objects.set_aside(_entry("a", "1"))  # written as a follower: refused
+    clock.now = 5
+    objects.warn_again()
+    assert events.written == [("a", "Warning", UNREADABLE)] * 2
+    objects.set_aside(_entry("a", "1"))  # a relist right after: no third
+    assert len(events.written) == 2
+
+
 # -- a node holding something it cannot read ----------------------------------------------------
 
 
