@@ -18,6 +18,9 @@ from tests.integration.kube import exists, pod_body, wait_until
 
 
 class Recorder:
+    """Handler events of an informer, as (kind, key): a record's key or name, or a raw
+    object's namespace/name."""
+
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
         self.lock = threading.Lock()
@@ -33,7 +36,14 @@ class Recorder:
 
     def _note(self, kind: str, record: Any) -> None:
         with self.lock:
-            self.events.append((kind, getattr(record, "key", getattr(record, "name", ""))))
+            self.events.append((kind, _key_of(record)))
+
+
+def _key_of(record: Any) -> str:
+    if isinstance(record, dict):
+        meta = record["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+    return str(getattr(record, "key", getattr(record, "name", "")))
 
 
 def test_create_read_back_watch_and_bind(kube: KubeClient) -> None:

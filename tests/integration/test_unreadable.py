@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,6 +35,7 @@ from tests.integration.kube import (
     pod_condition,
     wait_until,
 )
+from tests.integration.test_client import Recorder
 
 DRA = "/apis/resource.k8s.io/v1"
 QUEUES = "/apis/batch.scheduler.tencent.com/v1/queues"
@@ -237,28 +237,6 @@ def test_a_compat_podgroup_nested_3000_deep_is_set_aside(
     wait_until(lambda: _unreadable_warnings(kube, namespace, "deep"),
                what="a Warning on the deep PodGroup")
     assert "spec.extra.a[0][0]" in _unreadable_warnings(kube, namespace, "deep")[0]
-
-
-class Recorder:
-    """Handler events of an informer, as (kind, key)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-
-    def on_add(self, record: Any) -> None:
-        self._note("add", record)
-
-    def on_update(self, old: Any, new: Any) -> None:
-        self._note("update", new)
-
-    def on_delete(self, record: Any) -> None:
-        self._note("delete", record)
-
-    def _note(self, kind: str, record: Any) -> None:
-        with self.lock:
-            self.events.append((kind, f"{record['metadata']['namespace']}/"
-                                      f"{record['metadata']['name']}"))
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -150,11 +151,13 @@ def _present(cache: Cache, selector: LabelSelector) -> Counter[tuple[str, str]]:
     return found
 
 
-def _step(cache: Cache, rng: random.Random, index: int) -> None:
-    """One change of the kinds the watches and the scheduler's decisions make."""
+def _step(cache: Cache, rng: random.Random, index: int,
+          make: Callable[[random.Random, int, str], Pod] | None = None) -> None:
+    """One change of the kinds the watches and the scheduler's decisions make, to a pod
+    ``make`` gives (bound to the node it is given, if any)."""
     node = rng.choice(["n0", "n1", "n2"])
     action = rng.randrange(7)
-    pod = _labelled_pod(rng, index, node if action == 0 else "")
+    pod = (make or _labelled_pod)(rng, index, node if action == 0 else "")
     if action == 0:
         cache.set_pod(pod)
     elif action == 1:
@@ -266,22 +269,7 @@ def test_a_groups_nodes_follow_every_bind_assume_claim_forget_and_deletion() -> 
     rng = random.Random(35)
     cache = Cache()
     for index in range(4000):
-        node = rng.choice(["n0", "n1", "n2"])
-        action = rng.randrange(7)
-        pod = _member(rng, index, node if action == 0 else "")
-        if action in (0, 1, 2):
-            cache.set_pod(pod)
-        if action == 1:
-            cache.assume(pod, node)
-        elif action == 2:
-            cache.claim(pod, node)
-        elif action == 3:
-            cache.drop_claim(pod.key)
-            cache.forget(pod.key)
-        elif action == 4:
-            cache.remove_pod(pod.key)
-        elif action == 5:
-            cache.remove_node(node)
+        _step(cache, rng, index, _member)
         for group in ("ns/g1", "ns/g2"):
             excluding = f"ns/m{rng.randrange(30)}"
             assert cache.group_nodes(group, excluding) == \
