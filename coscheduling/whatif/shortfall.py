@@ -11,9 +11,9 @@ whether the gang fits is the admission's answer, not this.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from coscheduling.api.quantity import add_into, format_units
 
@@ -23,8 +23,13 @@ if TYPE_CHECKING:
     from coscheduling.framework.handle import SchedulerCache
     from coscheduling.framework.nodeinfo import NodeInfo
 
-Usable = Callable[["Pod", "NodeInfo"], bool]
-"""Whether a member could go to a node on the empty cluster."""
+class Usable(Protocol):
+    """Whether a member could go to a node on the empty cluster; members of one ``shape``
+    get the same answers (their filters read the same parts of them)."""
+
+    def __call__(self, pod: Pod, info: NodeInfo) -> bool: ...
+
+    def shape(self, pod: Pod) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,13 @@ def shortfall(cache: SchedulerCache, group: PodGroup, members: Sequence[Pod],
               usable: Usable) -> Shortfall:
     """The gap of ``members`` (the ones the gang must place at once)."""
     nodes = [info for info in cache.nodes() if info.node is not None]
-    eligible = {m.key: [n for n in nodes if usable(m, n)] for m in members}
+    by_shape: dict[object, list[NodeInfo]] = {}  # a gang's identical members share a list
+    eligible = {}
+    for member in members:
+        shape = usable.shape(member)
+        if shape not in by_shape:
+            by_shape[shape] = [n for n in nodes if usable(member, n)]
+        eligible[member.key] = by_shape[shape]
     found = Shortfall(len(members), _fit(members, eligible, free=True),
                       _fit(members, eligible, free=False))
     found.resources = _resource_gaps(members, eligible)
@@ -87,17 +98,28 @@ def _room(info: NodeInfo, free: bool) -> dict[str, int]:
 
 def _fit(members: Sequence[Pod], eligible: Mapping[str, Sequence[NodeInfo]], free: bool,
          within: frozenset[str] | None = None) -> int:
-    """How many members a first-fit by requests places (free room, or empty nodes)."""
+    """How many members a first-fit by requests places (free room, or empty nodes).
+
+    Room only shrinks as members are placed, so a node that could not hold a member cannot
+    hold a later one of the same requests and node list: each such class resumes where the
+    last of it went (members times nodes only once per class, not per member)."""
     rooms: dict[str, dict[str, int]] = {}
+    resume: dict[tuple[int, tuple[tuple[str, int], ...]], int] = {}
     placed = 0
     for member in members:
-        for info in eligible[member.key]:
+        infos = eligible[member.key]
+        kind = (id(infos), tuple(sorted(member.requests.items())))
+        start = resume.get(kind, 0)
+        resume[kind] = len(infos)
+        for index in range(start, len(infos)):
+            info = infos[index]
             if within is not None and info.name not in within:
                 continue
             room = rooms.setdefault(info.name, _room(info, free))
             if all(room.get(r, 0) >= v for r, v in member.requests.items() if v > 0):
                 add_into(room, member.requests, -1)
                 placed += 1
+                resume[kind] = index
                 break
     return placed
 

@@ -122,7 +122,8 @@ def _judge_waiting(scheduler: Scheduler, simulator: GangSimulator, group: PodGro
         bound = [p for p in cache.pods() if p.node_name and cache.node(p.node_name) is not None]
         with cache.without(bound):
             empty = simulator.trial(group, pods, preempt=False)
-            for member in members:  # the nodes each member may use, on the empty cluster
+            # The nodes each shape of member may use, on the empty cluster.
+            for member in {usable.shape(m): m for m in members}.values():
                 for info in cache.nodes():
                     usable(member, info)
     answer.verdict = FITS_WHEN_ROOM_FREES if empty.fits else NEVER
@@ -151,12 +152,17 @@ class _Usable:
         self._seen: dict[tuple[object, str], bool] = {}
         self._signatures: dict[str, object] = {}  # pod key -> its signature (or its key)
 
-    def __call__(self, pod: Pod, info: NodeInfo) -> bool:
+    def shape(self, pod: Pod) -> object:
+        """The pod's signature (its key when it cannot be signed): pods of one shape get
+        the same answer from a node."""
         signature = self._signatures.get(pod.key)
         if signature is None:
             signed = self._fw.signature(pod)
             signature = self._signatures[pod.key] = signed if signed is not None else pod.key
-        key = (signature, info.name)
+        return signature
+
+    def __call__(self, pod: Pod, info: NodeInfo) -> bool:
+        key = (self.shape(pod), info.name)
         known = self._seen.get(key)
         if known is None:
             known = self._seen[key] = self._runner.filter_node(pod, info, GANG_PLUGIN).ok

@@ -344,17 +344,21 @@ class TimedLock:
         self.release()
 
 
-def test_the_longest_cache_lock_hold_of_a_2000_pod_simulate(sim: SimCluster) -> None:
-    for index in range(20):
-        sim.add_node(f"n{index}", cpu="64", memory="256Gi", pods=300)
+@pytest.mark.parametrize(("nodes", "cpu"), [(20, "64"), (500, "2")])
+def test_the_longest_cache_lock_hold_of_a_2000_pod_simulate(sim: SimCluster, nodes: int,
+                                                            cpu: str) -> None:
+    """Measured, and printed: the gang's trial is one hold (what it places is claimed in
+    the live cache until taken out), the rest are steps of their own."""
+    for index in range(nodes):  # 1280 or 1000 cpu for 2000 pods of 1: NEVER either way
+        sim.add_node(f"n{index}", cpu=cpu, memory="256Gi", pods=300)
     lock = TimedLock(sim.scheduler.cache.lock)
     sim.scheduler.cache.lock = lock  # type: ignore[assignment]
     started = time.perf_counter()
     answer = simulate(sim.scheduler, derive(_job(2000), "ns"))
     took = time.perf_counter() - started
     longest = max(lock.holds)
-    print(f"2,000-pod Simulate: {took:.2f} s in all, {len(lock.holds)} lock holds, the "
-          f"longest {longest * 1000:.0f} ms")
+    print(f"2,000-pod Simulate on {nodes} nodes: {took:.2f} s in all, {len(lock.holds)} "
+          f"lock holds, the longest {longest * 1000:.0f} ms")
     assert answer.verdict == "NEVER" and answer.pods == 2000  # 1280 cpu for 2000
     assert len(lock.holds) >= 3 and longest < 0.75 * took  # the lock is let go between steps
     assert longest < 10.0  # generous: a shared 2-core machine
