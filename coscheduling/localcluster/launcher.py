@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from .build import KUBERNETES_VERSION, Binaries, cache_dir, ensure_binaries
-from .certs import ClusterCerts, create_certs
+from .certs import ClusterCerts, create_certs, create_client_cert
 from .processes import (
     ClusterStartError,
     child_setup,
@@ -166,6 +166,11 @@ class LocalCluster:
         return self.workdir / "pki" / "ca.crt"
 
     @property
+    def _kubelet_client_cert(self) -> tuple[Path, Path]:
+        pki = self.workdir / "pki"
+        return pki / "kubelet-client.crt", pki / "kubelet-client.key"
+
+    @property
     def workload_api(self) -> WorkloadAPI:
         """The native gang API this cluster serves (its release's, always enabled)."""
         version = self.binaries.kubernetes_version if self.binaries else KUBERNETES_VERSION
@@ -191,6 +196,9 @@ class LocalCluster:
         # Each start() is a new cluster: old etcd data would not match the new keys.
         shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
         self._certs = create_certs(self.workdir / "pki")
+        # The API server's identity towards the real nodes' kubelets (logs, exec, ports).
+        create_client_cert(self._certs, *self._kubelet_client_cert, "kube-apiserver-kubelet",
+                           "system:masters")
         self._write_token_file()
         self._write_kubeconfig(self.kubeconfig)
         self._write_kubeconfig(self.workdir / f"{CONTROLLER_MANAGER}.kubeconfig")
@@ -417,6 +425,12 @@ class LocalCluster:
             f"--service-account-signing-key-file={certs.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
+            # A real node's kubelet serves on the machine's address (the InternalIP it
+            # reports) with a certificate of the cluster CA; its hostname resolves nowhere.
+            f"--kubelet-client-certificate={self._kubelet_client_cert[0]}",
+            f"--kubelet-client-key={self._kubelet_client_cert[1]}",
+            f"--kubelet-certificate-authority={certs.ca_cert}",
+            "--kubelet-preferred-address-types=InternalIP",
             # Endpoints may not hold a loopback address, so the reconciler would only log
             # errors every few seconds; nothing in-cluster dials the `kubernetes` service.
             "--endpoint-reconciler-type=none",

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -35,7 +36,7 @@ from typing import Any
 import yaml
 
 from .build import cache_dir, ensure_kubelet
-from .certs import ClusterCerts, create_client_cert
+from .certs import ClusterCerts, create_client_cert, create_serving_cert
 from .images import BUSYBOX, PAUSE_IMAGE, ImageArchive, ensure_images
 from .processes import (
     ClusterStartError,
@@ -54,6 +55,7 @@ __all__ = [
     "RealNode",
     "RealNodes",
     "missing_node_packages",
+    "node_address",
     "node_versions",
     "pod_subnet",
     "stop_recorded_nodes",
@@ -221,15 +223,23 @@ class RealNode:
             }],
         }
 
-    def kubelet_config(self, ca_file: Path) -> dict[str, Any]:
-        """Loopback ports, no read-only port, cgroup v1 with cgroupfs, and no per-QoS
-        cgroups: two kubelets under one cgroup root would remove each other's pod cgroups
-        as orphans."""
+    @property
+    def serving_cert(self) -> tuple[Path, Path]:
+        return self.directory / "kubelet-serving.crt", self.directory / "kubelet-serving.key"
+
+    def kubelet_config(self, ca_file: Path, address: str) -> dict[str, Any]:
+        """The API server dials `address` (the node's InternalIP) for logs, exec and port
+        forwarding, and checks the serving certificate against the cluster CA; healthz on
+        loopback, no read-only port, cgroup v1 with cgroupfs, and no per-QoS cgroups: two
+        kubelets under one cgroup root would remove each other's pod cgroups as orphans."""
+        cert, key = self.serving_cert
         return {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "address": "127.0.0.1",
+            "address": address,
             "port": self.kubelet_port,
+            "tlsCertFile": str(cert),
+            "tlsPrivateKeyFile": str(key),
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": self.healthz_port,
             "readOnlyPort": 0,
@@ -401,14 +411,18 @@ class RealNodes:
         create_client_cert(self.certs, cert, key, f"system:node:{node.name}", "system:nodes")
         kubeconfig = node.directory / "kubelet.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(self._kubeconfig(cert, key), sort_keys=False))
+        address = node_address()
+        create_serving_cert(self.certs, *node.serving_cert, f"system:node:{node.name}",
+                            [f"IP:{address}", f"DNS:{node.name}"])
         config = node.directory / "kubelet.yaml"
-        config.write_text(yaml.safe_dump(node.kubelet_config(self.certs.ca_cert)))
+        config.write_text(yaml.safe_dump(node.kubelet_config(self.certs.ca_cert, address)))
         node.kubelet = self._spawn(node, "kubelet", [
             str(kubelet),
             f"--config={config}",
             f"--kubeconfig={kubeconfig}",
             f"--root-dir={node.directory / 'kubelet'}",
             f"--hostname-override={node.name}",
+            f"--node-ip={address}",
             f"--node-labels={REAL_NODE_LABEL}=true",
             "--v=1",
         ])
@@ -486,6 +500,29 @@ class RealNodes:
             if delete_nodes:
                 with contextlib.suppress(OSError):  # the control plane may be gone already
                     self._api("DELETE", _node_path(node))
+
+
+def node_address() -> str:
+    """The machine's address towards its default gateway: what every real node reports as
+    its InternalIP and serves its kubelet on. A kubelet refuses a loopback node IP, and its
+    node name resolves nowhere, so the API server dials this address."""
+    gateway = _default_gateway()
+    if gateway is None:
+        raise NodePackagesError("real nodes need a non-loopback address for the API server "
+                                f"to reach their kubelets: {ROUTES} has no default route")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((str(gateway), 9))  # a datagram socket's connect sends nothing
+        address: str = probe.getsockname()[0]
+    return address
+
+
+def _default_gateway() -> ipaddress.IPv4Address | None:
+    with contextlib.suppress(OSError):
+        for line in ROUTES.read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1], 16) == 0 and int(fields[7], 16) == 0:
+                return ipaddress.IPv4Address(int(fields[2], 16).to_bytes(4, "little"))
+    return None
 
 
 def pod_subnet(kubelet_port: int) -> str:

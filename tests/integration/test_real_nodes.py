@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from coscheduling.localcluster import LocalCluster, stop_from_state
 from coscheduling.localcluster.images import TEST_IMAGE
 from coscheduling.localcluster.processes import process_start_time
 from coscheduling.localcluster.realnodes import REAL_NODE_LABEL, RealNodes, node_versions
+from tests.integration.fixtures import kubectl
 from tests.integration.kube import (
     create_pod,
     create_podgroup,
@@ -165,6 +168,47 @@ def test_a_node_added_later_runs_pods_too(real_nodes: RealNodes, kube: KubeClien
     create_pod(kube, namespace, real_pod("late", exit_code=0, sleep=0, node_name=added.name))
     wait_until(lambda: _phase(kube, namespace, "late") == "Succeeded", timeout=POD_TIMEOUT,
                what="the pod on the added node to succeed")
+
+
+def _port_forward(cluster: LocalCluster, namespace: str, pod: str, port: int,
+                  ) -> Iterator[int]:
+    """`kubectl port-forward` to the pod's `port` from a free local port, until closed."""
+    process = subprocess.Popen(
+        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "-n", namespace, "port-forward",
+         f"pod/{pod}", f":{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNNN -> 8080"
+        assert line.startswith("Forwarding from 127.0.0.1:"), (
+            line, process.stderr.read() if process.poll() is not None else "")
+        yield int(line.split(":")[1].split()[0])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_logs_exec_and_port_forward_reach_a_container_on_a_real_node(
+    real_nodes: RealNodes, local_cluster: LocalCluster, kube: KubeClient, namespace: str
+) -> None:
+    """The API server dials the kubelet (at the node's InternalIP, checking its serving
+    certificate) for the container's log, a command run in it, and a forwarded port."""
+    body = real_pod("web", exit_code=0, sleep=0, node_name=real_nodes.names[-1])
+    body["spec"]["containers"][0]["command"] = ["sh", "-c",
+        "echo log line from a real node; mkdir /www; echo served by busybox > /www/index.html; "
+        "exec httpd -f -p 8080 -h /www"]
+    create_pod(kube, namespace, body)
+    wait_until(lambda: _phase(kube, namespace, "web") == "Running", timeout=POD_TIMEOUT,
+               what="the web server's container to run")
+    logs = kubectl(local_cluster, "-n", namespace, "logs", "web")
+    assert logs.stdout == "log line from a real node\n", logs
+    executed = kubectl(local_cluster, "-n", namespace, "exec", "web", "--", "cat",
+                       "/www/index.html")
+    assert executed.stdout == "served by busybox\n", executed
+    with contextlib.contextmanager(_port_forward)(local_cluster, namespace, "web",
+                                                  8080) as local_port:
+        url = f"http://127.0.0.1:{local_port}/index.html"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.read() == b"served by busybox\n"
 
 
 def _coscheduling(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -48,7 +48,7 @@ def _fields(node: RealNode, ca: Path) -> dict[str, Any]:
     """Everything of one node that another node on the machine must not share."""
     containerd = tomllib.loads(node.containerd_config())
     cri = containerd["plugins"]["io.containerd.grpc.v1.cri"]
-    kubelet = node.kubelet_config(ca)
+    kubelet = node.kubelet_config(ca, "192.0.2.2")
     cni = node.cni_config()
     return {
         "name": node.name,
@@ -80,7 +80,7 @@ def test_no_two_nodes_share_a_name_port_directory_socket_or_subnet(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("key", "expected"), [
-    ("address", "127.0.0.1"),
+    ("address", "192.0.2.2"),  # the InternalIP the API server dials for logs and exec
     ("healthzBindAddress", "127.0.0.1"),
     ("readOnlyPort", 0),
     ("failCgroupV1", False),  # the machine has cgroup v1; kubelet 1.35+ refuses it otherwise
@@ -92,7 +92,16 @@ def test_no_two_nodes_share_a_name_port_directory_socket_or_subnet(tmp_path: Pat
                         "x509": {"clientCAFile": "/ca.crt"}}),
 ])
 def test_kubelet_configuration(tmp_path: Path, key: str, expected: Any) -> None:
-    assert _nodes(tmp_path, 1).nodes[0].kubelet_config(Path("/ca.crt"))[key] == expected
+    config = _nodes(tmp_path, 1).nodes[0].kubelet_config(Path("/ca.crt"), "192.0.2.2")
+    assert config[key] == expected
+
+
+def test_the_kubelet_serves_with_a_certificate_of_its_own_node(tmp_path: Path) -> None:
+    node = _nodes(tmp_path, 1).nodes[0]
+    config = node.kubelet_config(Path("/ca.crt"), "192.0.2.2")
+    assert (config["tlsCertFile"], config["tlsPrivateKeyFile"]) == tuple(
+        str(path) for path in node.serving_cert)
+    assert Path(config["tlsCertFile"]).parent == node.directory
 
 
 @pytest.mark.parametrize(("path", "expected"), [
@@ -302,6 +311,18 @@ def test_the_machines_routes_are_read_without_the_default_one(
     monkeypatch.setattr(realnodes, "ROUTES", routes)
     assert realnodes._routed_networks() == [
         ipaddress.IPv4Network("192.0.2.0/24"), ipaddress.IPv4Network("10.39.16.2/32")]
+
+
+def test_the_node_address_is_the_one_towards_the_default_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    routes = tmp_path / "route"
+    routes.write_text(ROUTE_TABLE)
+    monkeypatch.setattr(realnodes, "ROUTES", routes)
+    assert realnodes._default_gateway() == ipaddress.IPv4Address("192.0.2.1")
+    routes.write_text("\n".join(ROUTE_TABLE.splitlines()[::2]))  # header and veth1 only
+    with pytest.raises(realnodes.NodePackagesError, match="no default route"):
+        realnodes.node_address()
 
 
 def _elf(*segment_types: int) -> bytes:
