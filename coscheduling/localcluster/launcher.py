@@ -215,9 +215,12 @@ class LocalCluster:
             self.start_real_nodes(self.real_nodes_count)
         return self
 
-    def start_real_nodes(self, count: int, name_prefix: str = "real-node") -> RealNodes:
+    def start_real_nodes(self, count: int, name_prefix: str = "real-node", *,
+                         dra_driver: bool = False) -> RealNodes:
         """Start `count` kubelets (each over its own containerd) joined to this cluster and
-        wait until they are Ready; `stop()` stops them first."""
+        wait until they are Ready; `stop()` stops them first. With `dra_driver`, each node
+        runs containerd 1.7 with CDI and the DRA example driver's kubelet plugin, and is
+        Ready once its ResourceSlice is published."""
         if self._certs is None:
             raise RuntimeError("start the control plane before its real nodes")
         if self.real_nodes is not None:
@@ -226,6 +229,7 @@ class LocalCluster:
             workdir=self.workdir, server=self.server, certs=self._certs,
             admin_token=self.admin_token, count=count, die_with_parent=self.die_with_parent,
             log=self.log, on_change=self._write_state, name_prefix=name_prefix,
+            dra_driver=dra_driver,
         )
         self.real_nodes = nodes
         try:

@@ -104,6 +104,14 @@ def test_the_kubelet_serves_with_a_certificate_of_its_own_node(tmp_path: Path) -
     assert Path(config["tlsCertFile"]).parent == node.directory
 
 
+def test_only_a_dra_node_has_containerd_inject_cdi_devices(tmp_path: Path) -> None:
+    node = _nodes(tmp_path, 1).nodes[0]
+    plain, dra = (tomllib.loads(node.containerd_config(cdi))["plugins"][
+        "io.containerd.grpc.v1.cri"] for cdi in (False, True))
+    assert "enable_cdi" not in plain  # Debian's containerd 1.6 has no CDI
+    assert (dra["enable_cdi"], dra["cdi_spec_dirs"]) == (True, [str(node.cdi_dir)])
+
+
 @pytest.mark.parametrize(("path", "expected"), [
     (("sandbox_image",), PAUSE_IMAGE),
     (("restrict_oom_score_adj",), True),
@@ -251,8 +259,21 @@ def test_the_kubelet_is_within_the_skew_policy_of_every_control_plane(server: st
     assert 0 <= _minor(server) - _minor(build.KUBELET_VERSION) <= 3
 
 
-def test_the_kubelet_is_built_once_from_its_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("ensure", "out", "module_dir", "package", "stamp"), [
+    (build.ensure_kubelet, f"kubelet-v{build.KUBELET_VERSION}/kubelet", "gomod/kubelet",
+     "k8s.io/kubernetes/cmd/kubelet", f"gitVersion=v{build.KUBELET_VERSION}"),
+    (build.ensure_containerd, f"containerd-v{build.CONTAINERD_VERSION}/containerd",
+     "gomod/containerd", "github.com/containerd/containerd/cmd/containerd",
+     f"-tags=no_btrfs no_devmapper no_zfs -ldflags -s -w -X github.com/containerd/"
+     f"containerd/version.Version=v{build.CONTAINERD_VERSION}"),
+    (build.ensure_dra_example_driver,
+     f"dra-example-driver-v{build.DRA_EXAMPLE_DRIVER_VERSION}/dra-example-kubeletplugin",
+     "gomod/dra-example-driver",
+     "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin", "-ldflags -s -w"),
+])
+def test_node_programs_are_built_once_from_their_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ensure: Any, out: str,
+    module_dir: str, package: str, stamp: str,
 ) -> None:
     monkeypatch.setenv("COSCHEDULING_CACHE_DIR", str(tmp_path / "cache"))
     fake = tmp_path / "bin" / "go"
@@ -263,13 +284,13 @@ def test_the_kubelet_is_built_once_from_its_module(
                     "/bin/chmod +x \"$2\"\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(fake.parent))
-    out = build.ensure_kubelet(log=lambda _: None)
-    assert out == tmp_path / "cache" / "bin" / f"kubelet-v{build.KUBELET_VERSION}" / "kubelet"
-    assert build.ensure_kubelet(log=lambda _: None) == out
+    built = ensure(log=lambda _: None)
+    assert built == tmp_path / "cache" / "bin" / out
+    assert ensure(log=lambda _: None) == built
     [call] = calls.read_text().splitlines()
-    assert call.split()[0].endswith("gomod/kubelet")
-    assert call.endswith("k8s.io/kubernetes/cmd/kubelet")
-    assert f"gitVersion=v{build.KUBELET_VERSION}" in call
+    assert call.split()[0].endswith(module_dir)
+    assert call.endswith(package)
+    assert stamp in call
 
 
 @pytest.mark.parametrize(("port", "subnet"), [
@@ -351,3 +372,19 @@ def test_a_dynamic_busybox_is_refused_with_its_package(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(ImageError, match=r"dynamically linked.*busybox-static"):
         busybox_layer(fake)
+
+
+@pytest.mark.parametrize(("into_node", "removed"), [(True, True), (False, False)])
+def test_a_stop_removes_the_kubelet_root_link_only_into_its_node(
+    tmp_path: Path, into_node: bool, removed: bool
+) -> None:
+    directory, elsewhere = tmp_path / "node", tmp_path / "elsewhere"
+    (directory / "kubelet").mkdir(parents=True)
+    elsewhere.mkdir()
+    link = tmp_path / "cs-kubelet-1"
+    link.symlink_to(directory / "kubelet" if into_node else elsewhere)
+    record = {"name": "n", "directory": str(directory), "socket": str(directory / "s"),
+              "root_link": str(link), "processes": {}}
+    realnodes.stop_recorded_nodes([record], log=lambda _: None)
+    assert link.is_symlink() is not removed
+    assert elsewhere.is_dir()
