@@ -134,9 +134,11 @@ class LocalCluster:
         log: Log = _default_log,
         binaries: Binaries | None = None,
         real_nodes: int = 0,
+        dra_driver: bool = False,
     ) -> None:
         self.workdir = Path(workdir).absolute()
         self.real_nodes_count = real_nodes
+        self.dra_driver = dra_driver
         self.real_nodes: RealNodes | None = None
         self.controller_manager = controller_manager
         self.apiserver_args = list(apiserver_args)
@@ -212,7 +214,7 @@ class LocalCluster:
             raise
         self.log(f"control plane ready at {self.server} in {time.monotonic() - started:.1f}s")
         if self.real_nodes_count:
-            self.start_real_nodes(self.real_nodes_count)
+            self.start_real_nodes(self.real_nodes_count, dra_driver=self.dra_driver)
         return self
 
     def start_real_nodes(self, count: int, name_prefix: str = "real-node", *,

@@ -125,8 +125,10 @@ def _require_machine() -> None:
                                 "make cgroups and network namespaces")
 
 
-def node_versions(kubelet: Path | None = None) -> dict[str, str]:
-    """The versions of what runs a real node: kubelet, containerd, runc (first lines)."""
+def node_versions(kubelet: Path | None = None,
+                  containerd: Path | None = None) -> dict[str, str]:
+    """The versions of what runs a real node: kubelet, containerd (Debian's unless given),
+    runc (first lines)."""
 
     def first_line(*argv: str) -> str:
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -134,7 +136,7 @@ def node_versions(kubelet: Path | None = None) -> dict[str, str]:
 
     return {
         "kubelet": first_line(str(kubelet or ensure_kubelet()), "--version"),
-        "containerd": first_line("containerd", "--version"),
+        "containerd": first_line(str(containerd or "containerd"), "--version"),
         "runc": first_line("runc", "--version"),
     }
 
@@ -402,7 +404,7 @@ class RealNodes:
             self.stop()
             raise
         seconds = time.monotonic() - started
-        versions = "; ".join(node_versions(kubelet).values())
+        versions = "; ".join(node_versions(kubelet, containerd).values())
         self.log(f"real nodes {', '.join(n.name for n in nodes)} Ready in {seconds:.1f}s "
                  f"({versions})")
         return seconds

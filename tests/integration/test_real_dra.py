@@ -14,6 +14,7 @@ import pytest
 
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
+from coscheduling.localcluster.build import CONTAINERD_VERSION
 from coscheduling.localcluster.realnodes import (
     DRA_DEVICES_PER_NODE,
     DRA_DRIVER,
@@ -41,9 +42,11 @@ def _slices(kube: KubeClient, node: str) -> list[dict[str, Any]]:
     return items
 
 
-def test_the_driver_publishes_each_nodes_devices(dra_nodes: RealNodes,
+def test_each_node_runs_containerd_1_7_and_its_driver_publishes_its_devices(dra_nodes: RealNodes,
                                                  kube: KubeClient) -> None:
     for node in dra_nodes.names:
+        info = kube.get(f"/api/v1/nodes/{node}")["status"]["nodeInfo"]
+        assert info["containerRuntimeVersion"] == f"containerd://{CONTAINERD_VERSION}"
         [published] = _slices(kube, node)
         assert published["spec"]["driver"] == DRA_DRIVER
         assert len(published["spec"]["devices"]) == DRA_DEVICES_PER_NODE

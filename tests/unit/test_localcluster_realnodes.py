@@ -160,6 +160,16 @@ def test_real_nodes_option(argument: str, count: int | None,
         f"'{argument}'" in capsys.readouterr().err
 
 
+def test_the_dra_driver_option_needs_real_nodes(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["localcluster", "up", "--workdir", str(tmp_path), "--dra-driver"])
+    assert args.func(args) == 2
+    assert "give --real-nodes N too" in capsys.readouterr().err
+    assert not (tmp_path / "cluster.json").exists()
+
+
 def test_missing_programs_are_named_with_their_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
