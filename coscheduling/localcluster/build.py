@@ -135,6 +135,7 @@ class _Target:
     version: str
     out: Path
     ldflags: str
+    tags: str = ""
 
 
 def _default_log(message: str) -> None:
@@ -280,6 +281,7 @@ def _build(go: str, target: _Target, log: Log) -> None:
         go,
         "build",
         "-mod=readonly",
+        *([f"-tags={target.tags}"] if target.tags else []),
         "-ldflags",
         target.ldflags,
         "-o",
@@ -352,4 +354,35 @@ def ensure_kubelet(log: Log = _default_log) -> Path:
     out = cache_dir() / "bin" / f"kubelet-v{KUBELET_VERSION}" / "kubelet"
     target = _Target("kubelet", f"{KUBERNETES_MODULE}/cmd/kubelet", "kubelet",
                      KUBELET_VERSION, out, kubernetes_ldflags(KUBELET_VERSION))
+    return _ensure_tool(target, log)
+
+
+DRA_EXAMPLE_DRIVER_MODULE = "sigs.k8s.io/dra-example-driver"
+DRA_EXAMPLE_DRIVER_VERSION = required_version(
+    GOMOD_DIR / "dra-example-driver" / "go.mod", DRA_EXAMPLE_DRIVER_MODULE)
+
+
+def ensure_dra_example_driver(log: Log = _default_log) -> Path:
+    """The kubelet plugin of Kubernetes' DRA example driver (gomod/dra-example-driver), which
+    a real node runs to publish simulated GPUs and prepare them for containers; built once
+    from Go modules like the control plane."""
+    name = "dra-example-kubeletplugin"
+    out = cache_dir() / "bin" / f"dra-example-driver-v{DRA_EXAMPLE_DRIVER_VERSION}" / name
+    target = _Target(name, f"{DRA_EXAMPLE_DRIVER_MODULE}/cmd/{name}", "dra-example-driver",
+                     DRA_EXAMPLE_DRIVER_VERSION, out, "-s -w")
+    return _ensure_tool(target, log)
+
+
+CONTAINERD_MODULE = "github.com/containerd/containerd"
+CONTAINERD_VERSION = required_version(GOMOD_DIR / "containerd" / "go.mod", CONTAINERD_MODULE)
+
+
+def ensure_containerd(log: Log = _default_log) -> Path:
+    """containerd 1.7 (gomod/containerd) for real nodes that run DRA pods: Debian 12's 1.6
+    has no CDI, so it would start their containers without the devices a driver prepared.
+    Built once from Go modules, without the cgo-only snapshotters (btrfs, devmapper)."""
+    out = cache_dir() / "bin" / f"containerd-v{CONTAINERD_VERSION}" / "containerd"
+    stamp = f"-s -w -X {CONTAINERD_MODULE}/version.Version=v{CONTAINERD_VERSION}"
+    target = _Target("containerd", f"{CONTAINERD_MODULE}/cmd/containerd", "containerd",
+                     CONTAINERD_VERSION, out, stamp, tags="no_btrfs no_devmapper no_zfs")
     return _ensure_tool(target, log)

@@ -11,7 +11,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SERVING_SANS", "ClusterCerts", "create_certs", "create_client_cert"]
+__all__ = [
+    "SERVING_SANS",
+    "ClusterCerts",
+    "create_certs",
+    "create_client_cert",
+    "create_serving_cert",
+]
 
 # Names a client may use to reach the apiserver: loopback, and the in-cluster service names.
 SERVING_SANS = (
@@ -88,19 +94,8 @@ def create_certs(directory: Path) -> ClusterCerts:
     )
     ca_ext = ["basicConstraints = critical,CA:TRUE", "keyUsage = critical,keyCertSign,cRLSign"]
     _self_or_ca_signed(certs.ca_cert, certs.ca_key, "coscheduling-local-ca", ca_ext, None)
-    serving_ext = [
-        "basicConstraints = critical,CA:FALSE",
-        "keyUsage = critical,digitalSignature,keyEncipherment",
-        "extendedKeyUsage = serverAuth",
-        f"subjectAltName = {','.join(SERVING_SANS)}",
-    ]
-    _self_or_ca_signed(
-        certs.serving_cert,
-        certs.serving_key,
-        "kube-apiserver",
-        serving_ext,
-        (certs.ca_cert, certs.ca_key),
-    )
+    create_serving_cert(certs, certs.serving_cert, certs.serving_key, "kube-apiserver",
+                        list(SERVING_SANS))
     sa_key = str(certs.service_account_key)
     _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", sa_key)
     certs.service_account_key.chmod(0o600)
@@ -120,3 +115,17 @@ def create_client_cert(
         "extendedKeyUsage = clientAuth",
     ]
     _self_or_ca_signed(cert, key, user, extensions, (certs.ca_cert, certs.ca_key), group)
+
+
+def create_serving_cert(
+    certs: ClusterCerts, cert: Path, key: Path, common_name: str, sans: list[str]
+) -> None:
+    """A serving certificate signed by the cluster CA for `sans` (e.g. "IP:192.0.2.2"): a
+    kubelet's, which the API server verifies with the CA when it proxies logs and exec."""
+    extensions = [
+        "basicConstraints = critical,CA:FALSE",
+        "keyUsage = critical,digitalSignature,keyEncipherment",
+        "extendedKeyUsage = serverAuth",
+        f"subjectAltName = {','.join(sans)}",
+    ]
+    _self_or_ca_signed(cert, key, common_name, extensions, (certs.ca_cert, certs.ca_key))

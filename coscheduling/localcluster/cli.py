@@ -43,6 +43,12 @@ def add_parser(subparsers: Any) -> None:
         help="also start N kubelets (real-node-1..N, each over its own containerd) that run "
         "pods; needs root and `make node-packages`",
     )
+    up.add_argument(
+        "--dra-driver",
+        action="store_true",
+        help="with --real-nodes: each node also runs the DRA example driver's kubelet plugin "
+        "(four simulated GPUs of driver gpu.example.com) over containerd 1.7 with CDI",
+    )
     up.set_defaults(func=cmd_up)
     down = commands.add_parser("down", help="stop the control plane started in --workdir")
     down.add_argument("--workdir", type=Path, required=True)
@@ -63,6 +69,9 @@ def _node_count(text: str) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Start a cluster that outlives this process; the kubeconfig path is the last line."""
+    if args.dra_driver and not args.real_nodes:
+        print("--dra-driver runs on real nodes: give --real-nodes N too", file=sys.stderr)
+        return 2
     running = running_components(args.workdir)
     if running:
         print(
@@ -75,6 +84,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         controller_manager=not args.no_controller_manager,
         die_with_parent=False,
         real_nodes=args.real_nodes,
+        dra_driver=args.dra_driver,
     )
     cluster.start()
     cluster.detach()

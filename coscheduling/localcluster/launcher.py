@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from .build import KUBERNETES_VERSION, Binaries, cache_dir, ensure_binaries
-from .certs import ClusterCerts, create_certs
+from .certs import ClusterCerts, create_certs, create_client_cert
 from .processes import (
     ClusterStartError,
     child_setup,
@@ -134,9 +134,11 @@ class LocalCluster:
         log: Log = _default_log,
         binaries: Binaries | None = None,
         real_nodes: int = 0,
+        dra_driver: bool = False,
     ) -> None:
         self.workdir = Path(workdir).absolute()
         self.real_nodes_count = real_nodes
+        self.dra_driver = dra_driver
         self.real_nodes: RealNodes | None = None
         self.controller_manager = controller_manager
         self.apiserver_args = list(apiserver_args)
@@ -166,6 +168,11 @@ class LocalCluster:
         return self.workdir / "pki" / "ca.crt"
 
     @property
+    def _kubelet_client_cert(self) -> tuple[Path, Path]:
+        pki = self.workdir / "pki"
+        return pki / "kubelet-client.crt", pki / "kubelet-client.key"
+
+    @property
     def workload_api(self) -> WorkloadAPI:
         """The native gang API this cluster serves (its release's, always enabled)."""
         version = self.binaries.kubernetes_version if self.binaries else KUBERNETES_VERSION
@@ -191,6 +198,9 @@ class LocalCluster:
         # Each start() is a new cluster: old etcd data would not match the new keys.
         shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
         self._certs = create_certs(self.workdir / "pki")
+        # The API server's identity towards the real nodes' kubelets (logs, exec, ports).
+        create_client_cert(self._certs, *self._kubelet_client_cert, "kube-apiserver-kubelet",
+                           "system:masters")
         self._write_token_file()
         self._write_kubeconfig(self.kubeconfig)
         self._write_kubeconfig(self.workdir / f"{CONTROLLER_MANAGER}.kubeconfig")
@@ -204,12 +214,15 @@ class LocalCluster:
             raise
         self.log(f"control plane ready at {self.server} in {time.monotonic() - started:.1f}s")
         if self.real_nodes_count:
-            self.start_real_nodes(self.real_nodes_count)
+            self.start_real_nodes(self.real_nodes_count, dra_driver=self.dra_driver)
         return self
 
-    def start_real_nodes(self, count: int, name_prefix: str = "real-node") -> RealNodes:
+    def start_real_nodes(self, count: int, name_prefix: str = "real-node", *,
+                         dra_driver: bool = False) -> RealNodes:
         """Start `count` kubelets (each over its own containerd) joined to this cluster and
-        wait until they are Ready; `stop()` stops them first."""
+        wait until they are Ready; `stop()` stops them first. With `dra_driver`, each node
+        runs containerd 1.7 with CDI and the DRA example driver's kubelet plugin, and is
+        Ready once its ResourceSlice is published."""
         if self._certs is None:
             raise RuntimeError("start the control plane before its real nodes")
         if self.real_nodes is not None:
@@ -218,6 +231,7 @@ class LocalCluster:
             workdir=self.workdir, server=self.server, certs=self._certs,
             admin_token=self.admin_token, count=count, die_with_parent=self.die_with_parent,
             log=self.log, on_change=self._write_state, name_prefix=name_prefix,
+            dra_driver=dra_driver,
         )
         self.real_nodes = nodes
         try:
@@ -417,6 +431,12 @@ class LocalCluster:
             f"--service-account-signing-key-file={certs.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
+            # A real node's kubelet serves on the machine's address (the InternalIP it
+            # reports) with a certificate of the cluster CA; its hostname resolves nowhere.
+            f"--kubelet-client-certificate={self._kubelet_client_cert[0]}",
+            f"--kubelet-client-key={self._kubelet_client_cert[1]}",
+            f"--kubelet-certificate-authority={certs.ca_cert}",
+            "--kubelet-preferred-address-types=InternalIP",
             # Endpoints may not hold a loopback address, so the reconciler would only log
             # errors every few seconds; nothing in-cluster dials the `kubernetes` service.
             "--endpoint-reconciler-type=none",

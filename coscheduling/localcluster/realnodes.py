@@ -10,6 +10,8 @@ busybox come from Debian packages (`make node-packages`); the images are written
 
 Pods get a network from the `ptp` CNI plugin (a veth pair and an address from the node's
 own /24, see pod_subnet; no bridge, no NAT), so ordinary pods and hostNetwork pods both run.
+DRA nodes (`dra_driver=True`) run containerd 1.7 built from Go modules instead, with CDI on,
+and the DRA example driver's kubelet plugin as a host process beside the kubelet.
 The kubelets need root (they mount, make cgroups and network namespaces).
 """
 
@@ -22,8 +24,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -34,8 +38,8 @@ from typing import Any
 
 import yaml
 
-from .build import cache_dir, ensure_kubelet
-from .certs import ClusterCerts, create_client_cert
+from .build import cache_dir, ensure_containerd, ensure_dra_example_driver, ensure_kubelet
+from .certs import ClusterCerts, create_client_cert, create_serving_cert
 from .images import BUSYBOX, PAUSE_IMAGE, ImageArchive, ensure_images
 from .processes import (
     ClusterStartError,
@@ -54,6 +58,7 @@ __all__ = [
     "RealNode",
     "RealNodes",
     "missing_node_packages",
+    "node_address",
     "node_versions",
     "pod_subnet",
     "stop_recorded_nodes",
@@ -82,6 +87,15 @@ MAX_REAL_NODES = 50
 STOP_GRACE = 10.0
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes; containerd adds ".ttrpc"
 MNT_DETACH = 2
+# The DRA example driver's own name and DeviceClass (its chart creates the same class).
+DRA_DRIVER = "gpu.example.com"
+DRA_DEVICES_PER_NODE = 4
+DEVICE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": DRA_DRIVER},
+    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRA_DRIVER}'"}}]},
+}
 
 
 class NodePackagesError(RuntimeError):
@@ -111,8 +125,10 @@ def _require_machine() -> None:
                                 "make cgroups and network namespaces")
 
 
-def node_versions(kubelet: Path | None = None) -> dict[str, str]:
-    """The versions of what runs a real node: kubelet, containerd, runc (first lines)."""
+def node_versions(kubelet: Path | None = None,
+                  containerd: Path | None = None) -> dict[str, str]:
+    """The versions of what runs a real node: kubelet, containerd (Debian's unless given),
+    runc (first lines)."""
 
     def first_line(*argv: str) -> str:
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -120,7 +136,7 @@ def node_versions(kubelet: Path | None = None) -> dict[str, str]:
 
     return {
         "kubelet": first_line(str(kubelet or ensure_kubelet()), "--version"),
-        "containerd": first_line("containerd", "--version"),
+        "containerd": first_line(str(containerd or "containerd"), "--version"),
         "runc": first_line("runc", "--version"),
     }
 
@@ -152,6 +168,17 @@ class RealNode:
     healthz_port: int
     containerd: _Process | None = None
     kubelet: _Process | None = None
+    dra_driver: _Process | None = None
+    # A short name for the kubelet's root dir (see RealNodes._link_kubelet_root).
+    root_link: Path | None = None
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.root_link or self.directory / "kubelet"
+
+    @property
+    def processes(self) -> tuple[_Process, ...]:
+        return tuple(p for p in (self.containerd, self.kubelet, self.dra_driver) if p)
 
     @property
     def socket(self) -> Path:
@@ -163,10 +190,17 @@ class RealNode:
         kubelet at a time, so nodes of two clusters on this machine never share a /24."""
         return pod_subnet(self.kubelet_port)
 
-    def containerd_config(self) -> str:
-        """containerd 1.6 (config version 2): every path in this node's directory."""
+    @property
+    def cdi_dir(self) -> Path:
+        """Where a DRA driver writes the CDI specs of the devices it prepared."""
+        return self.directory / "cdi"
+
+    def containerd_config(self, cdi: bool = False) -> str:
+        """containerd 1.6 or 1.7 (config version 2): every path in this node's directory;
+        with `cdi` (1.7 only), containers get the CDI devices the kubelet names."""
         d = self.directory
         cri = 'plugins."io.containerd.grpc.v1.cri"'
+        cdi_lines = ["  enable_cdi = true", f'  cdi_spec_dirs = ["{self.cdi_dir}"]'] if cdi else []
         return "\n".join([
             "version = 2",
             f'root = "{d / "containerd" / "root"}"',
@@ -190,6 +224,7 @@ class RealNode:
             # No oom_score_adj below containerd's own: lowering it needs CAP_SYS_RESOURCE,
             # which a sandboxed root may lack (the kubelet asks -998 for sandboxes).
             "  restrict_oom_score_adj = true",
+            *cdi_lines,
             f"[{cri}.containerd]",
             '  snapshotter = "overlayfs"',
             '  default_runtime_name = "runc"',
@@ -221,15 +256,23 @@ class RealNode:
             }],
         }
 
-    def kubelet_config(self, ca_file: Path) -> dict[str, Any]:
-        """Loopback ports, no read-only port, cgroup v1 with cgroupfs, and no per-QoS
-        cgroups: two kubelets under one cgroup root would remove each other's pod cgroups
-        as orphans."""
+    @property
+    def serving_cert(self) -> tuple[Path, Path]:
+        return self.directory / "kubelet-serving.crt", self.directory / "kubelet-serving.key"
+
+    def kubelet_config(self, ca_file: Path, address: str) -> dict[str, Any]:
+        """The API server dials `address` (the node's InternalIP) for logs, exec and port
+        forwarding, and checks the serving certificate against the cluster CA; healthz on
+        loopback, no read-only port, cgroup v1 with cgroupfs, and no per-QoS cgroups: two
+        kubelets under one cgroup root would remove each other's pod cgroups as orphans."""
+        cert, key = self.serving_cert
         return {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "address": "127.0.0.1",
+            "address": address,
             "port": self.kubelet_port,
+            "tlsCertFile": str(cert),
+            "tlsPrivateKeyFile": str(key),
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": self.healthz_port,
             "readOnlyPort": 0,
@@ -257,11 +300,12 @@ class RealNode:
         }
 
     def records(self) -> dict[str, Any]:
-        processes = {p.name: p.record() for p in (self.containerd, self.kubelet) if p}
+        processes = {p.name: p.record() for p in self.processes}
         return {
             "name": self.name,
             "directory": str(self.directory),
             "socket": str(self.socket),
+            "root_link": str(self.root_link) if self.root_link else None,
             "processes": {name: r for name, r in processes.items() if r is not None},
         }
 
@@ -281,6 +325,7 @@ class RealNodes:
         log: Log,
         on_change: Callable[[], None] = lambda: None,
         name_prefix: str = "real-node",
+        dra_driver: bool = False,
     ) -> None:
         if not 1 <= count <= MAX_REAL_NODES:
             raise ValueError(f"real nodes: count must be from 1 to {MAX_REAL_NODES}, "
@@ -293,6 +338,7 @@ class RealNodes:
         self.log = log
         self.on_change = on_change
         self.name_prefix = name_prefix
+        self.dra_driver = dra_driver
         self.nodes: list[RealNode] = []
         self._plan(count)
         self.startup_seconds = 0.0
@@ -341,17 +387,24 @@ class RealNodes:
         _require_machine()
         kubelet = ensure_kubelet(self.log)
         images = ensure_images(cache_dir() / "images")
+        # Debian's containerd 1.6 has no CDI: DRA nodes run 1.7, built from Go modules.
+        containerd = ensure_containerd(self.log) if self.dra_driver else None
+        driver = ensure_dra_example_driver(self.log) if self.dra_driver else None
         try:
             for node in nodes:
-                self._start_containerd(node, images)
+                self._start_containerd(node, images, containerd)
                 self._start_kubelet(node, kubelet)
             for node in nodes:
                 self._wait_ready(node)
+            if driver is not None:
+                self._api("POST", "/apis/resource.k8s.io/v1/deviceclasses", DEVICE_CLASS)
+                for node in nodes:
+                    self._start_dra_driver(node, driver)
         except BaseException:
             self.stop()
             raise
         seconds = time.monotonic() - started
-        versions = "; ".join(node_versions(kubelet).values())
+        versions = "; ".join(node_versions(kubelet, containerd).values())
         self.log(f"real nodes {', '.join(n.name for n in nodes)} Ready in {seconds:.1f}s "
                  f"({versions})")
         return seconds
@@ -368,7 +421,8 @@ class RealNodes:
             )
         return _Process(name, argv, log_path, process)
 
-    def _start_containerd(self, node: RealNode, images: tuple[ImageArchive, ...]) -> None:
+    def _start_containerd(self, node: RealNode, images: tuple[ImageArchive, ...],
+                          binary: Path | None) -> None:
         # A node dir left by a crashed run holds mounts; a new node starts empty.
         _unmount_under(node.directory)
         shutil.rmtree(node.directory, ignore_errors=True)
@@ -377,10 +431,11 @@ class RealNodes:
             raise NodePackagesError(
                 f"workdir {self.workdir} is too deep: containerd's socket {node.socket} "
                 f"would be longer than {SOCKET_PATH_MAX} characters")
-        (node.directory / "containerd.toml").write_text(node.containerd_config())
+        (node.directory / "containerd.toml").write_text(
+            node.containerd_config(cdi=binary is not None))
         (node.directory / "cni" / "10-ptp.conflist").write_text(
             json.dumps(node.cni_config(), indent=2))
-        containerd = shutil.which("containerd") or "containerd"
+        containerd = str(binary) if binary else shutil.which("containerd") or "containerd"
         node.containerd = self._spawn(
             node, "containerd", [containerd, "--config", str(node.directory / "containerd.toml")])
         self.on_change()
@@ -397,22 +452,68 @@ class RealNodes:
         return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
 
     def _start_kubelet(self, node: RealNode, kubelet: Path) -> None:
+        if self.dra_driver:
+            self._link_kubelet_root(node)
         cert, key = node.directory / "kubelet-client.crt", node.directory / "kubelet-client.key"
         create_client_cert(self.certs, cert, key, f"system:node:{node.name}", "system:nodes")
         kubeconfig = node.directory / "kubelet.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(self._kubeconfig(cert, key), sort_keys=False))
+        address = node_address()
+        create_serving_cert(self.certs, *node.serving_cert, f"system:node:{node.name}",
+                            [f"IP:{address}", f"DNS:{node.name}"])
         config = node.directory / "kubelet.yaml"
-        config.write_text(yaml.safe_dump(node.kubelet_config(self.certs.ca_cert)))
+        config.write_text(yaml.safe_dump(node.kubelet_config(self.certs.ca_cert, address)))
         node.kubelet = self._spawn(node, "kubelet", [
             str(kubelet),
             f"--config={config}",
             f"--kubeconfig={kubeconfig}",
-            f"--root-dir={node.directory / 'kubelet'}",
+            f"--root-dir={node.kubelet_root}",
             f"--hostname-override={node.name}",
+            f"--node-ip={address}",
             f"--node-labels={REAL_NODE_LABEL}=true",
             "--v=1",
         ])
         self.on_change()
+
+    @staticmethod
+    def _link_kubelet_root(node: RealNode) -> None:
+        """A DRA plugin's sockets live in the kubelet's root dir, and a socket's path holds
+        at most 108 bytes, which a test's work dir leaves no room for: the kubelet and the
+        driver use a short symlink to it instead (mounts still show the real path, where
+        the node's stop looks for them)."""
+        (node.directory / "kubelet").mkdir()
+        link = Path(tempfile.gettempdir()) / f"cs-kubelet-{node.kubelet_port}"
+        link.unlink(missing_ok=True)  # left by a crashed run: the port was free again
+        link.symlink_to(node.directory / "kubelet")
+        node.root_link = link
+
+    def _start_dra_driver(self, node: RealNode, driver: Path) -> None:
+        """The DRA example driver's kubelet plugin as a host process of this node (its
+        chart would run it as a DaemonSet pod): it registers with the kubelet, publishes
+        the node's simulated GPUs as a ResourceSlice, and writes a CDI spec per prepared
+        claim where containerd reads them. It acts as a cluster admin (a client
+        certificate in system:masters), which the throwaway cluster allows."""
+        cert, key = node.directory / "dra-driver.crt", node.directory / "dra-driver.key"
+        create_client_cert(self.certs, cert, key, "dra-example-driver", "system:masters")
+        kubeconfig = node.directory / "dra-driver.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(self._kubeconfig(cert, key), sort_keys=False))
+        kubelet_root = node.kubelet_root
+        node.dra_driver = self._spawn(node, "dra-driver", [
+            str(driver),
+            f"--node-name={node.name}",
+            f"--kubeconfig={kubeconfig}",
+            f"--cdi-root={node.cdi_dir}",
+            f"--num-devices={DRA_DEVICES_PER_NODE}",
+            f"--kubelet-registrar-directory-path={kubelet_root / 'plugins_registry'}",
+            f"--kubelet-plugins-directory-path={kubelet_root / 'plugins'}",
+        ])
+        self.on_change()
+        self._wait(node, node.dra_driver, lambda: self._has_resource_slice(node))
+
+    def _has_resource_slice(self, node: RealNode) -> bool:
+        slices = self._api("GET", "/apis/resource.k8s.io/v1/resourceslices?fieldSelector="
+                           f"spec.nodeName%3D{node.name}")
+        return bool(slices and slices.get("items"))
 
     def _kubeconfig(self, cert: Path, key: Path) -> dict[str, Any]:
         return {
@@ -481,11 +582,34 @@ class RealNodes:
         kubelet behind them)."""
         for node in self.nodes:
             _stop_node(node.records(), self.log)
-            node.containerd = node.kubelet = None
+            node.containerd = node.kubelet = node.dra_driver = node.root_link = None
             self.on_change()
             if delete_nodes:
                 with contextlib.suppress(OSError):  # the control plane may be gone already
                     self._api("DELETE", _node_path(node))
+
+
+def node_address() -> str:
+    """The machine's address towards its default gateway: what every real node reports as
+    its InternalIP and serves its kubelet on. A kubelet refuses a loopback node IP, and its
+    node name resolves nowhere, so the API server dials this address."""
+    gateway = _default_gateway()
+    if gateway is None:
+        raise NodePackagesError("real nodes need a non-loopback address for the API server "
+                                f"to reach their kubelets: {ROUTES} has no default route")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((str(gateway), 9))  # a datagram socket's connect sends nothing
+        address: str = probe.getsockname()[0]
+    return address
+
+
+def _default_gateway() -> ipaddress.IPv4Address | None:
+    with contextlib.suppress(OSError):
+        for line in ROUTES.read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1], 16) == 0 and int(fields[7], 16) == 0:
+                return ipaddress.IPv4Address(int(fields[2], 16).to_bytes(4, "little"))
+    return None
 
 
 def pod_subnet(kubelet_port: int) -> str:
@@ -551,11 +675,13 @@ def _terminate(record: dict[str, Any]) -> None:
 
 
 def _stop_node(record: dict[str, Any], log: Log) -> None:
-    """Kubelet first (so it restarts nothing), then every container through containerd,
-    then containerd and any shim it left, then the mounts; the directory goes last."""
+    """DRA driver and kubelet first (so nothing restarts), then every container through
+    containerd, then containerd and any shim it left, then the mounts; the directory goes
+    last."""
     processes = record["processes"]
-    if "kubelet" in processes:
-        _terminate(processes["kubelet"])
+    for name in ("dra-driver", "kubelet"):
+        if name in processes:
+            _terminate(processes[name])
     if "containerd" in processes and _owned(processes["containerd"]):
         _remove_containers(Path(record["socket"]))
         _terminate(processes["containerd"])
@@ -564,6 +690,9 @@ def _stop_node(record: dict[str, Any], log: Log) -> None:
             os.kill(pid, signal.SIGKILL)
     directory = Path(record["directory"])
     _unmount_under(directory)
+    link = Path(record.get("root_link") or directory / "absent")
+    if link.is_symlink() and Path(os.readlink(link)).is_relative_to(directory):
+        link.unlink()
     _remove_log_links(directory)
     # The logs and configuration files stay, as the control plane's do, for a post-mortem.
     for entry in directory.iterdir() if directory.is_dir() else ():

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,12 @@ from coscheduling.localcluster import LocalCluster, stop_from_state
 from coscheduling.localcluster.images import TEST_IMAGE
 from coscheduling.localcluster.processes import process_start_time
 from coscheduling.localcluster.realnodes import REAL_NODE_LABEL, RealNodes, node_versions
+from tests.integration.fixtures import kubectl
 from tests.integration.kube import (
     create_pod,
     create_podgroup,
     exists,
+    pod_condition,
     podgroups_path,
     wait_until,
 )
@@ -132,6 +136,15 @@ def _observe_gang(kube: KubeClient, namespace: str, names: list[str], group: str
     return together, group_phases
 
 
+def _one_per_node(body: dict[str, Any], group: str) -> dict[str, Any]:
+    """No two members of `group` on one node: a node is room for one member."""
+    body["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {GROUP_LABEL: group}},
+            "topologyKey": "kubernetes.io/hostname"}]}}
+    return body
+
+
 def test_gang_of_real_containers_runs_and_its_podgroup_follows(
     real_nodes: RealNodes, kube: KubeClient, namespace: str, start_scheduler: Any
 ) -> None:
@@ -139,13 +152,9 @@ def test_gang_of_real_containers_runs_and_its_podgroup_follows(
     create_podgroup(kube, namespace, "pair", 2)
     names = ["pair-0", "pair-1"]
     for name in names:
-        body = real_pod(name, exit_code=0, sleep=6, scheduler=sched.name, group="pair")
         # One member per real node: the gang spans both kubelets.
-        body["spec"]["affinity"] = {"podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [{
-                "labelSelector": {"matchLabels": {GROUP_LABEL: "pair"}},
-                "topologyKey": "kubernetes.io/hostname"}]}}
-        create_pod(kube, namespace, body)
+        create_pod(kube, namespace, _one_per_node(
+            real_pod(name, exit_code=0, sleep=6, scheduler=sched.name, group="pair"), "pair"))
     together, group_phases = _observe_gang(kube, namespace, names, "pair")
     placed = {_pod(kube, namespace, n)["spec"].get("nodeName") for n in names}
     assert len(placed) == 2 and placed <= set(real_nodes.names), placed
@@ -165,6 +174,77 @@ def test_a_node_added_later_runs_pods_too(real_nodes: RealNodes, kube: KubeClien
     create_pod(kube, namespace, real_pod("late", exit_code=0, sleep=0, node_name=added.name))
     wait_until(lambda: _phase(kube, namespace, "late") == "Succeeded", timeout=POD_TIMEOUT,
                what="the pod on the added node to succeed")
+
+
+def test_a_gang_runs_all_or_nothing_then_all_once_a_node_is_added(
+    real_nodes: RealNodes, kube: KubeClient, namespace: str, start_scheduler: Any
+) -> None:
+    """Room for 3 of 4 members (one per node, three real nodes): none is bound and no
+    container starts; a fourth node is added: all four run, end, and the PodGroup's phase
+    follows them to Finished."""
+    if len(real_nodes.nodes) < 3:
+        real_nodes.add(3 - len(real_nodes.nodes))
+    assert len(real_nodes.nodes) == 3, real_nodes.names
+    sched = start_scheduler()
+    create_podgroup(kube, namespace, "four", 4)
+    names = [f"four-{i}" for i in range(4)]
+    for name in names:
+        create_pod(kube, namespace, _one_per_node(
+            real_pod(name, exit_code=0, sleep=3, scheduler=sched.name, group="four"), "four"))
+    wait_until(lambda: all(pod_condition(kube, namespace, n, "PodScheduled").get("reason")
+                           == "Unschedulable" for n in names),
+               timeout=POD_TIMEOUT, what="every member to be found unschedulable")
+    time.sleep(2)  # a partial bind or a started container would show by now
+    assert [_pod(kube, namespace, n)["spec"].get("nodeName") for n in names] == [None] * 4
+    assert {_phase(kube, namespace, n) for n in names} == {"Pending"}
+    real_nodes.add(1)
+    together, group_phases = _observe_gang(kube, namespace, names, "four")
+    placed = {_pod(kube, namespace, n)["spec"].get("nodeName") for n in names}
+    assert placed == set(real_nodes.names), placed
+    assert "+".join(["Running"] * 4) in together, together
+    assert [_phase(kube, namespace, n) for n in names] == ["Succeeded"] * 4
+    assert group_phases[-1] == "Finished", group_phases
+
+
+def _port_forward(cluster: LocalCluster, namespace: str, pod: str, port: int,
+                  ) -> Iterator[int]:
+    """`kubectl port-forward` to the pod's `port` from a free local port, until closed."""
+    process = subprocess.Popen(
+        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "-n", namespace, "port-forward",
+         f"pod/{pod}", f":{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNNN -> 8080"
+        assert line.startswith("Forwarding from 127.0.0.1:"), (
+            line, process.stderr.read() if process.poll() is not None else "")
+        yield int(line.split(":")[1].split()[0])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_logs_exec_and_port_forward_reach_a_container_on_a_real_node(
+    real_nodes: RealNodes, local_cluster: LocalCluster, kube: KubeClient, namespace: str
+) -> None:
+    """The API server dials the kubelet (at the node's InternalIP, checking its serving
+    certificate) for the container's log, a command run in it, and a forwarded port."""
+    body = real_pod("web", exit_code=0, sleep=0, node_name=real_nodes.names[-1])
+    body["spec"]["containers"][0]["command"] = ["sh", "-c",
+        "echo log line from a real node; mkdir /www; echo served by busybox > /www/index.html; "
+        "exec httpd -f -p 8080 -h /www"]
+    create_pod(kube, namespace, body)
+    wait_until(lambda: _phase(kube, namespace, "web") == "Running", timeout=POD_TIMEOUT,
+               what="the web server's container to run")
+    logs = kubectl(local_cluster, "-n", namespace, "logs", "web")
+    assert logs.stdout == "log line from a real node\n", logs
+    executed = kubectl(local_cluster, "-n", namespace, "exec", "web", "--", "cat",
+                       "/www/index.html")
+    assert executed.stdout == "served by busybox\n", executed
+    with contextlib.contextmanager(_port_forward)(local_cluster, namespace, "web",
+                                                  8080) as local_port:
+        url = f"http://127.0.0.1:{local_port}/index.html"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.read() == b"served by busybox\n"
 
 
 def _coscheduling(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -48,7 +48,7 @@ def _fields(node: RealNode, ca: Path) -> dict[str, Any]:
     """Everything of one node that another node on the machine must not share."""
     containerd = tomllib.loads(node.containerd_config())
     cri = containerd["plugins"]["io.containerd.grpc.v1.cri"]
-    kubelet = node.kubelet_config(ca)
+    kubelet = node.kubelet_config(ca, "192.0.2.2")
     cni = node.cni_config()
     return {
         "name": node.name,
@@ -80,7 +80,7 @@ def test_no_two_nodes_share_a_name_port_directory_socket_or_subnet(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("key", "expected"), [
-    ("address", "127.0.0.1"),
+    ("address", "192.0.2.2"),  # the InternalIP the API server dials for logs and exec
     ("healthzBindAddress", "127.0.0.1"),
     ("readOnlyPort", 0),
     ("failCgroupV1", False),  # the machine has cgroup v1; kubelet 1.35+ refuses it otherwise
@@ -92,7 +92,24 @@ def test_no_two_nodes_share_a_name_port_directory_socket_or_subnet(tmp_path: Pat
                         "x509": {"clientCAFile": "/ca.crt"}}),
 ])
 def test_kubelet_configuration(tmp_path: Path, key: str, expected: Any) -> None:
-    assert _nodes(tmp_path, 1).nodes[0].kubelet_config(Path("/ca.crt"))[key] == expected
+    config = _nodes(tmp_path, 1).nodes[0].kubelet_config(Path("/ca.crt"), "192.0.2.2")
+    assert config[key] == expected
+
+
+def test_the_kubelet_serves_with_a_certificate_of_its_own_node(tmp_path: Path) -> None:
+    node = _nodes(tmp_path, 1).nodes[0]
+    config = node.kubelet_config(Path("/ca.crt"), "192.0.2.2")
+    assert (config["tlsCertFile"], config["tlsPrivateKeyFile"]) == tuple(
+        str(path) for path in node.serving_cert)
+    assert Path(config["tlsCertFile"]).parent == node.directory
+
+
+def test_only_a_dra_node_has_containerd_inject_cdi_devices(tmp_path: Path) -> None:
+    node = _nodes(tmp_path, 1).nodes[0]
+    plain, dra = (tomllib.loads(node.containerd_config(cdi))["plugins"][
+        "io.containerd.grpc.v1.cri"] for cdi in (False, True))
+    assert "enable_cdi" not in plain  # Debian's containerd 1.6 has no CDI
+    assert (dra["enable_cdi"], dra["cdi_spec_dirs"]) == (True, [str(node.cdi_dir)])
 
 
 @pytest.mark.parametrize(("path", "expected"), [
@@ -141,6 +158,16 @@ def test_real_nodes_option(argument: str, count: int | None,
         parser.parse_args(argv)
     assert f"--real-nodes must be a whole number from 0 to {MAX_REAL_NODES}, got " \
         f"'{argument}'" in capsys.readouterr().err
+
+
+def test_the_dra_driver_option_needs_real_nodes(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["localcluster", "up", "--workdir", str(tmp_path), "--dra-driver"])
+    assert args.func(args) == 2
+    assert "give --real-nodes N too" in capsys.readouterr().err
+    assert not (tmp_path / "cluster.json").exists()
 
 
 def test_missing_programs_are_named_with_their_package(
@@ -242,8 +269,21 @@ def test_the_kubelet_is_within_the_skew_policy_of_every_control_plane(server: st
     assert 0 <= _minor(server) - _minor(build.KUBELET_VERSION) <= 3
 
 
-def test_the_kubelet_is_built_once_from_its_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("ensure", "out", "module_dir", "package", "stamp"), [
+    (build.ensure_kubelet, f"kubelet-v{build.KUBELET_VERSION}/kubelet", "gomod/kubelet",
+     "k8s.io/kubernetes/cmd/kubelet", f"gitVersion=v{build.KUBELET_VERSION}"),
+    (build.ensure_containerd, f"containerd-v{build.CONTAINERD_VERSION}/containerd",
+     "gomod/containerd", "github.com/containerd/containerd/cmd/containerd",
+     f"-tags=no_btrfs no_devmapper no_zfs -ldflags -s -w -X github.com/containerd/"
+     f"containerd/version.Version=v{build.CONTAINERD_VERSION}"),
+    (build.ensure_dra_example_driver,
+     f"dra-example-driver-v{build.DRA_EXAMPLE_DRIVER_VERSION}/dra-example-kubeletplugin",
+     "gomod/dra-example-driver",
+     "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin", "-ldflags -s -w"),
+])
+def test_node_programs_are_built_once_from_their_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ensure: Any, out: str,
+    module_dir: str, package: str, stamp: str,
 ) -> None:
     monkeypatch.setenv("COSCHEDULING_CACHE_DIR", str(tmp_path / "cache"))
     fake = tmp_path / "bin" / "go"
@@ -254,13 +294,13 @@ def test_the_kubelet_is_built_once_from_its_module(
                     "/bin/chmod +x \"$2\"\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(fake.parent))
-    out = build.ensure_kubelet(log=lambda _: None)
-    assert out == tmp_path / "cache" / "bin" / f"kubelet-v{build.KUBELET_VERSION}" / "kubelet"
-    assert build.ensure_kubelet(log=lambda _: None) == out
+    built = ensure(log=lambda _: None)
+    assert built == tmp_path / "cache" / "bin" / out
+    assert ensure(log=lambda _: None) == built
     [call] = calls.read_text().splitlines()
-    assert call.split()[0].endswith("gomod/kubelet")
-    assert call.endswith("k8s.io/kubernetes/cmd/kubelet")
-    assert f"gitVersion=v{build.KUBELET_VERSION}" in call
+    assert call.split()[0].endswith(module_dir)
+    assert call.endswith(package)
+    assert stamp in call
 
 
 @pytest.mark.parametrize(("port", "subnet"), [
@@ -304,6 +344,18 @@ def test_the_machines_routes_are_read_without_the_default_one(
         ipaddress.IPv4Network("192.0.2.0/24"), ipaddress.IPv4Network("10.39.16.2/32")]
 
 
+def test_the_node_address_is_the_one_towards_the_default_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    routes = tmp_path / "route"
+    routes.write_text(ROUTE_TABLE)
+    monkeypatch.setattr(realnodes, "ROUTES", routes)
+    assert realnodes._default_gateway() == ipaddress.IPv4Address("192.0.2.1")
+    routes.write_text("\n".join(ROUTE_TABLE.splitlines()[::2]))  # header and veth1 only
+    with pytest.raises(realnodes.NodePackagesError, match="no default route"):
+        realnodes.node_address()
+
+
 def _elf(*segment_types: int) -> bytes:
     """A 64-bit ELF header with one program header per segment type (56 bytes each)."""
     header = bytearray(64)
@@ -330,3 +382,19 @@ def test_a_dynamic_busybox_is_refused_with_its_package(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(ImageError, match=r"dynamically linked.*busybox-static"):
         busybox_layer(fake)
+
+
+@pytest.mark.parametrize(("into_node", "removed"), [(True, True), (False, False)])
+def test_a_stop_removes_the_kubelet_root_link_only_into_its_node(
+    tmp_path: Path, into_node: bool, removed: bool
+) -> None:
+    directory, elsewhere = tmp_path / "node", tmp_path / "elsewhere"
+    (directory / "kubelet").mkdir(parents=True)
+    elsewhere.mkdir()
+    link = tmp_path / "cs-kubelet-1"
+    link.symlink_to(directory / "kubelet" if into_node else elsewhere)
+    record = {"name": "n", "directory": str(directory), "socket": str(directory / "s"),
+              "root_link": str(link), "processes": {}}
+    realnodes.stop_recorded_nodes([record], log=lambda _: None)
+    assert link.is_symlink() is not removed
+    assert elsewhere.is_dir()
