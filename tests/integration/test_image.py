@@ -1,0 +1,123 @@
+"""The scheduler's image as `make image` builds it (buildah, a base made by debootstrap from
+Debian packages): reused when the current inputs were built already. It runs as 65532, carries
+the OCI labels naming this commit, holds no wheel in any layer, is named as the chart's
+values name it, is importable by containerd, and `coscheduling` runs inside it: `--help`,
+and `config validate` on the configuration the chart's defaults render."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coscheduling.localcluster.build import ensure_helm
+from coscheduling.localcluster.image_build import (
+    IMAGE,
+    archive_manifest,
+    layer_members,
+)
+from tests.integration.fixtures import REPO
+
+pytestmark = pytest.mark.integration
+CHART = REPO / "deploy" / "chart"
+ARCHIVE = REPO / "build" / "coscheduling-image.tar"
+
+
+@pytest.fixture(scope="module")
+def image() -> dict[str, Any]:
+    """`make image` (a no-op past image-context when these inputs were built)."""
+    result = subprocess.run(["make", "-C", str(REPO), "image"], capture_output=True,
+                            text=True, timeout=1800, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    info: dict[str, Any] = json.loads((REPO / "build" / "image.json").read_text())
+    return info
+
+
+def _buildah(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["buildah", *args], capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+@pytest.fixture(scope="module")
+def container(image: dict[str, Any]) -> Iterator[str]:
+    created = _buildah("from", image["reference"])
+    assert created.returncode == 0, created.stderr
+    name = created.stdout.strip()
+    yield name
+    _buildah("rm", name)
+
+
+def test_make_image_prints_and_records_the_digest(image: dict[str, Any]) -> None:
+    digest, manifest, _ = archive_manifest(ARCHIVE)
+    assert image["digest"] == digest and digest.startswith("sha256:")
+    assert [layer["digest"] for layer in image["layers"]] == [
+        layer["digest"] for layer in manifest["layers"]]
+    assert image["size"] == sum(layer["size"] for layer in manifest["layers"]) > 0
+
+
+def test_the_image_runs_as_non_root_with_the_oci_labels(image: dict[str, Any]) -> None:
+    _, _, config = archive_manifest(ARCHIVE)
+    assert config["config"]["User"] == "65532:65532"
+    assert config["config"]["Entrypoint"] == ["coscheduling"]
+    labels = config["config"]["Labels"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert labels["org.opencontainers.image.revision"].removesuffix("-dirty") == head
+    assert labels["org.opencontainers.image.version"] == chart["appVersion"]
+    assert labels["org.opencontainers.image.source"] == chart["home"]
+    assert labels["org.opencontainers.image.created"].endswith("Z")
+
+
+def test_no_layer_holds_a_wheel_or_pip(image: dict[str, Any]) -> None:
+    members = layer_members(ARCHIVE)
+    assert len(members) == len(image["layers"]) >= 2
+    found = [(digest, name) for digest, names in members.items() for name in names
+             if name.endswith(".whl") or "/site-packages/pip/" in name
+             or "wheelhouse" in name]
+    assert not found, found[:10]
+    # The scheduler itself is there, in the virtualenv the first stage made.
+    assert any(name.endswith("site-packages/coscheduling/cli.py")
+               for names in members.values() for name in names)
+
+
+def test_the_chart_runs_the_image_make_image_builds(image: dict[str, Any]) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["image"]
+    assert f"{values['repository']}:{values['tag']}" == IMAGE == image["reference"]
+    assert values["pullPolicy"] == "IfNotPresent"  # no registry: the imported image is used
+    with tarfile.open(ARCHIVE) as tar:
+        member = tar.extractfile("index.json")
+        assert member is not None
+        (descriptor,) = json.loads(member.read())["manifests"]
+    # What the kubelet asks containerd for after `ctr images import`.
+    assert descriptor["annotations"]["io.containerd.image.name"] == \
+        f"docker.io/library/{IMAGE}"
+
+
+def test_coscheduling_runs_inside_with_the_charts_configuration(
+        container: str, tmp_path: Path) -> None:
+    helped = _buildah("run", "--isolation", "chroot", container, "--", "coscheduling",
+                      "--help")
+    assert helped.returncode == 0 and "run" in helped.stdout, helped.stderr
+    rendered = subprocess.run(
+        [str(ensure_helm()), "template", "coscheduling", str(CHART), "-n",
+         "coscheduling-system", "--kube-version", "1.37.2"],
+        capture_output=True, text=True, check=True, timeout=120).stdout
+    configmap = next(d for d in yaml.safe_load_all(rendered)
+                     if d and d["kind"] == "ConfigMap"
+                     and d["metadata"]["name"] == "coscheduling-config")
+    (tmp_path / "config.yaml").write_text(configmap["data"]["config.yaml"])
+    tmp_path.chmod(0o755)
+    (tmp_path / "config.yaml").chmod(0o644)
+    validated = _buildah("run", "--isolation", "chroot", "--user", "65532:65532",
+                         "-v", f"{tmp_path}:/etc/coscheduling:ro", container, "--",
+                         "coscheduling", "config", "validate", "/etc/coscheduling/config.yaml")
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    whoami = _buildah("run", "--isolation", "chroot", container, "--", "id", "-u")
+    assert whoami.stdout.strip() == "65532", whoami.stdout + whoami.stderr
