@@ -2,13 +2,18 @@
 Debian packages): reused when the current inputs were built already. It runs as 65532, carries
 the OCI labels naming this commit, holds no wheel in any layer, is named as the chart's
 values name it, is importable by containerd, and `coscheduling` runs inside it: `--help`,
-and `config validate` on the configuration the chart's defaults render."""
+`config validate` on the configuration the chart's defaults render, and `run` with that
+configuration against the local control plane until /readyz answers."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import tarfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,13 +21,15 @@ from typing import Any
 import pytest
 import yaml
 
+from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.build import ensure_helm
 from coscheduling.localcluster.image_build import (
     IMAGE,
     archive_manifest,
     layer_members,
 )
-from tests.integration.fixtures import REPO
+from tests.integration.fixtures import REPO, kubectl
+from tests.integration.kube import wait_until
 
 pytestmark = pytest.mark.integration
 CHART = REPO / "deploy" / "chart"
@@ -125,3 +132,70 @@ def test_coscheduling_runs_inside_with_the_charts_configuration(
     assert validated.returncode == 0, validated.stdout + validated.stderr
     whoami = _buildah("run", "--isolation", "chroot", container, "--", "id", "-u")
     assert whoami.stdout.strip() == "65532", whoami.stdout + whoami.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def test_the_image_schedules_against_a_cluster(container: str, local_cluster: LocalCluster,
+                                               crd: None, namespace: str,
+                                               tmp_path: Path) -> None:
+    """`coscheduling run` in the image, as 65532, with the configuration the chart renders
+    (its metrics port moved to a free one), against the local control plane: /readyz."""
+    port = _free_port()
+    rendered = subprocess.run(
+        [str(ensure_helm()), "template", "coscheduling", str(CHART), "-n", namespace,
+         "--kube-version", "1.37.2", "--set", f"metrics.port={port}"],
+        capture_output=True, text=True, check=True, timeout=120).stdout
+    configmap = next(d for d in yaml.safe_load_all(rendered)
+                     if d and d["kind"] == "ConfigMap"
+                     and d["metadata"]["name"] == "coscheduling-config")
+    config = tmp_path / "config"
+    config.mkdir(mode=0o755)
+    (config / "config.yaml").write_text(configmap["data"]["config.yaml"])
+    (config / "config.yaml").chmod(0o644)
+    # The admin's credentials, flattened into one file only 65532 reads.
+    kubeconfig = config / "kubeconfig"
+    kubeconfig.write_text(kubectl(local_cluster, "config", "view", "--raw", "--flatten").stdout)
+    kubeconfig.chmod(0o600)
+    os.chown(kubeconfig, 65532, 65532)
+    command = ["buildah", "run", "--isolation", "chroot", "--network", "host",
+               "--user", "65532:65532", "--env", "POD_NAME=image-test",
+               "--env", f"POD_NAMESPACE={namespace}", "-v", f"{config}:/etc/coscheduling:ro",
+               container, "--", "coscheduling", "run", "--config",
+               "/etc/coscheduling/config.yaml", "--kubeconfig", "/etc/coscheduling/kubeconfig",
+               "--no-grpc"]
+    log = tmp_path / "scheduler.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        wait_until(lambda: _ready(port) or process.poll() is not None, timeout=120,
+                   what="the scheduler in the image to answer /readyz")
+        assert process.poll() is None and _ready(port), log.read_text()[-3000:]
+    finally:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """TERM to the buildah run's process group (the scheduler inside it), KILL after 30 s."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
