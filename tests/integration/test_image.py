@@ -2,16 +2,19 @@
 Debian packages): reused when the current inputs were built already. It runs as 65532, carries
 the OCI labels naming this commit, holds no wheel in any layer, is named as the chart's
 values name it, is importable by containerd, and `coscheduling` runs inside it: `--help`,
-`config validate` on the configuration the chart's defaults render, and `run` with that
-configuration against the local control plane until /readyz answers."""
+`config validate` on the configuration the chart's defaults render, and the chart's own
+command line with its configuration and TLS Secrets against the local control plane: /readyz,
+and a what-if over mutual TLS at localhost."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import urllib.request
 from collections.abc import Iterator
@@ -149,42 +152,80 @@ def _ready(port: int) -> bool:
         return False
 
 
+def _rendered(namespace: str, *values: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [str(ensure_helm()), "template", "coscheduling", str(CHART), "-n", namespace,
+         "--kube-version", "1.37.2", *(a for v in values for a in ("--set", v))],
+        capture_output=True, text=True, check=True, timeout=120).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _write(directory: Path, files: dict[str, str], owner: int) -> None:
+    """Files readable by `owner` alone, in a directory anyone may enter (the mounts)."""
+    directory.mkdir(mode=0o755, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
+        (directory / name).chmod(0o600)
+        os.chown(directory / name, owner, owner)
+
+
 def test_the_image_schedules_against_a_cluster(container: str, local_cluster: LocalCluster,
                                                crd: None, namespace: str,
                                                tmp_path: Path) -> None:
-    """`coscheduling run` in the image, as 65532, with the configuration the chart renders
-    (its metrics port moved to a free one), against the local control plane: /readyz."""
-    port = _free_port()
-    rendered = subprocess.run(
-        [str(ensure_helm()), "template", "coscheduling", str(CHART), "-n", namespace,
-         "--kube-version", "1.37.2", "--set", f"metrics.port={port}"],
-        capture_output=True, text=True, check=True, timeout=120).stdout
-    configmap = next(d for d in yaml.safe_load_all(rendered)
-                     if d and d["kind"] == "ConfigMap"
-                     and d["metadata"]["name"] == "coscheduling-config")
-    config = tmp_path / "config"
-    config.mkdir(mode=0o755)
-    (config / "config.yaml").write_text(configmap["data"]["config.yaml"])
-    (config / "config.yaml").chmod(0o644)
+    """The chart's own command line (its Deployment's args), configuration and TLS Secrets,
+    in the image as 65532, against the local control plane: /readyz answers, and `kubectl
+    gang whatif` is answered over mutual TLS with the chart's client pair, at localhost."""
+    metrics, grpc_port = _free_port(), _free_port()
+    objects = _rendered(namespace, f"metrics.port={metrics}", f"grpc.port={grpc_port}")
+    found = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    config = found["ConfigMap", "coscheduling-config"]["data"]
+    server, client = (
+        {k: base64.b64decode(v).decode() for k, v in found["Secret", name]["data"].items()}
+        for name in ("coscheduling-grpc-tls", "coscheduling-grpc-client"))
     # The admin's credentials, flattened into one file only 65532 reads.
-    kubeconfig = config / "kubeconfig"
-    kubeconfig.write_text(kubectl(local_cluster, "config", "view", "--raw", "--flatten").stdout)
-    kubeconfig.chmod(0o600)
-    os.chown(kubeconfig, 65532, 65532)
+    kubeconfig = kubectl(local_cluster, "config", "view", "--raw", "--flatten").stdout
+    _write(tmp_path / "config", {**config, "kubeconfig": kubeconfig}, 65532)
+    _write(tmp_path / "tls", server, 65532)
+    _write(tmp_path / "client", client, os.getuid())
+    args = found["Deployment", "coscheduling"]["spec"]["template"]["spec"]["containers"][0][
+        "args"]
     command = ["buildah", "run", "--isolation", "chroot", "--network", "host",
                "--user", "65532:65532", "--env", "POD_NAME=image-test",
-               "--env", f"POD_NAMESPACE={namespace}", "-v", f"{config}:/etc/coscheduling:ro",
-               container, "--", "coscheduling", "run", "--config",
-               "/etc/coscheduling/config.yaml", "--kubeconfig", "/etc/coscheduling/kubeconfig",
-               "--no-grpc"]
+               "--env", f"POD_NAMESPACE={namespace}",
+               "-v", f"{tmp_path / 'config'}:/etc/coscheduling:ro",
+               "-v", f"{tmp_path / 'tls'}:/etc/coscheduling-tls:ro",
+               container, "--", "coscheduling", *args,
+               "--kubeconfig", "/etc/coscheduling/kubeconfig"]
     log = tmp_path / "scheduler.log"
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "fits"},
+        "spec": {"parallelism": 2, "template": {"spec": {
+            "schedulerName": "batch-scheduler", "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox",
+                            "resources": {"requests": {"cpu": "1"}}}]}}}}))
+    answers: list[subprocess.CompletedProcess[str]] = []
+
+    def whatif() -> bool:
+        answers.append(subprocess.run(
+            [str(Path(sys.executable).with_name("kubectl-gang")), "--kubeconfig",
+             str(local_cluster.kubeconfig), "-n", namespace, "whatif", "-f", str(job),
+             "--address", f"localhost:{grpc_port}", "--ca", str(tmp_path / "client/ca.crt"),
+             "--cert", str(tmp_path / "client/tls.crt"),
+             "--key", str(tmp_path / "client/tls.key"), "-o", "json"],
+            capture_output=True, text=True, timeout=60, check=False))
+        return answers[-1].returncode == 0 or process.poll() is not None
+
     try:
-        wait_until(lambda: _ready(port) or process.poll() is not None, timeout=120,
+        wait_until(lambda: _ready(metrics) or process.poll() is not None, timeout=120,
                    what="the scheduler in the image to answer /readyz")
-        assert process.poll() is None and _ready(port), log.read_text()[-3000:]
+        assert process.poll() is None and _ready(metrics), log.read_text()[-3000:]
+        wait_until(whatif, timeout=90, what="the leader in the image to answer a what-if")
+        assert answers[-1].returncode == 0, answers[-1].stderr + log.read_text()[-3000:]
+        assert json.loads(answers[-1].stdout)["verdict"], answers[-1].stdout
     finally:
         _stop(process)
 
