@@ -38,6 +38,7 @@ __all__ = [
     "archive_manifest",
     "build_image",
     "inputs_key",
+    "kubelet_name",
     "layer_members",
 ]
 
@@ -153,7 +154,7 @@ def _revision() -> str:
     return f"{revision}-dirty" if dirty else revision
 
 
-def _kubelet_name(reference: str) -> str:
+def kubelet_name(reference: str) -> str:
     """The name the kubelet asks containerd for: `coscheduling:0.1.0` is
     docker.io/library/coscheduling:0.1.0 to the CRI."""
     first = reference.split("/", 1)[0]
@@ -168,7 +169,7 @@ def _write_archive(layout: Path, archive: Path, reference: str) -> None:
     index = json.loads((layout / "index.json").read_text())
     for manifest in index["manifests"]:
         manifest.setdefault("annotations", {})["io.containerd.image.name"] = \
-            _kubelet_name(reference)
+            kubelet_name(reference)
     (layout / "index.json").write_text(json.dumps(index))
     partial = archive.with_name(f".{archive.name}.partial")
     with tarfile.open(partial, "w") as tar:
@@ -216,7 +217,7 @@ def _describe(archive: Path, reference: str, key: str, seconds: float) -> dict[s
               for layer in manifest["layers"]]
     return {
         "reference": reference,
-        "kubeletName": _kubelet_name(reference),
+        "kubeletName": kubelet_name(reference),
         "digest": digest,
         "size": sum(layer["size"] for layer in manifest["layers"]),
         "layers": layers,
