@@ -278,6 +278,13 @@ def test_monitoring_crds_and_cert_manager_render(helm: Path) -> None:
     assert certificate["spec"]["ipAddresses"] == ["127.0.0.1"]
     secrets = [o for o in render(helm, "ns", "grpc.tls.source=secret") if o["kind"] == "Secret"]
     assert not secrets  # source: secret is made by the user (deploy/issue-certs.sh)
+    client = next(o for o in render(helm, "ns", "grpc.tls.clientName=ops",
+                                    "grpc.tls.clientSecretName=ops-pair")
+                  if o["kind"] == "Secret" and o["metadata"]["name"] == "ops-pair")
+    subject = subprocess.run(["openssl", "x509", "-noout", "-subject"], check=True,
+                             input=base64.b64decode(client["data"]["tls.crt"]),
+                             capture_output=True).stdout.decode()
+    assert subject.strip().endswith("CN = ops"), subject
 
 
 def _secret(kube: KubeClient, namespace: str, name: str, into: Path) -> dict[str, str]:
