@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
 .PHONY: all venv lock image-context test unit integration lint proto proto-check cluster \
-	cluster-down demo clean node-packages
+	cluster-down demo clean node-packages image image-packages
 
 all: test
 
@@ -31,8 +31,10 @@ lock: $(STAMP)
 	$(LOCK) pyproject.toml requirements/build.in --extra dev --extra bench \
 		-o requirements/bench.txt
 
-# What `docker build` needs, in build/image-context: the Dockerfile, the runtime lock, and a
-# wheelhouse of exactly the locked wheels plus the project's own. Then proves the image's
+# What `docker build` needs, in build/image-context: the Dockerfile, the runtime lock, a
+# wheelhouse of exactly the locked wheels plus the project's own (the same bytes for the
+# same sources, so `make image` reuses its layers), and pip's wheel as Python's
+# ensurepip bundles it (the image's first stage runs pip from it). Then proves the image's
 # install works offline: a fresh virtualenv installs from the wheelhouse alone (--no-index,
 # --require-hashes) and runs the command. No image is built here (no container engine).
 IMAGE_CONTEXT := build/image-context
@@ -40,10 +42,14 @@ image-context: $(STAMP)
 	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/wheelhouse $(IMAGE_CONTEXT)/requirements
 	cp deploy/Dockerfile $(IMAGE_CONTEXT)/Dockerfile
 	cp requirements/runtime.txt $(IMAGE_CONTEXT)/requirements/
+	mkdir -p $(IMAGE_CONTEXT)/tools && cp $$($(PY) -c 'import ensurepip, pathlib; \
+		print(next(pathlib.Path(ensurepip.__file__).parent.glob("_bundled/pip-*.whl")))') \
+		$(IMAGE_CONTEXT)/tools/
 	$(PY) -m pip download --quiet --require-hashes --only-binary=:all: --python-version 3.11 \
 		--platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
 		-r requirements/runtime.txt -d $(IMAGE_CONTEXT)/wheelhouse
-	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w $(IMAGE_CONTEXT)/wheelhouse .
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) \
+		$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w $(IMAGE_CONTEXT)/wheelhouse .
 	rm -rf $(IMAGE_CONTEXT)/.check && $(PYTHON) -m venv $(IMAGE_CONTEXT)/.check
 	$(IMAGE_CONTEXT)/.check/bin/pip install --quiet --no-index \
 		--find-links $(IMAGE_CONTEXT)/wheelhouse --require-hashes -r requirements/runtime.txt
@@ -53,7 +59,35 @@ image-context: $(STAMP)
 	$(IMAGE_CONTEXT)/.check/bin/python -c "import coscheduling.service, coscheduling.server"
 	rm -rf $(IMAGE_CONTEXT)/.check
 	@echo "image-context: $(IMAGE_CONTEXT) installs offline from the lock;" \
-		"build it with: docker build $(IMAGE_CONTEXT)"
+		"build it with: make image, or docker build --build-arg BASE=... $(IMAGE_CONTEXT)"
+
+# The scheduler's image (the chart's coscheduling:0.1.0), built here with buildah from
+# deploy/Dockerfile on a base debootstrap makes from Debian packages (cached under
+# ~/.cache/coscheduling/image-base); BASE=<image> builds on a registry's base instead.
+# Writes build/coscheduling-image.tar (an OCI archive `ctr images import` reads) and
+# build/image.json, and prints the digest, size and layers. The same inputs build once.
+BASE ?=
+image: image-context image-packages
+	$(PY) -m coscheduling.localcluster.image_build --context $(IMAGE_CONTEXT) --out build \
+		$(if $(BASE),--base $(BASE))
+
+# What `make image` needs from Debian: buildah builds, debootstrap makes the base, skopeo
+# and umoci read images. Installs only what is missing (apt-get needs root and a mirror).
+IMAGE_PACKAGES := buildah debootstrap skopeo umoci
+image-packages:
+	@$(call apt_ensure,image-packages,$(IMAGE_PACKAGES))
+
+# $(call apt_ensure,TARGET,PACKAGES): apt-get installs those of PACKAGES not installed yet.
+define apt_ensure
+missing=$$(for package in $(2); do \
+	dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q 'ok installed' \
+	|| echo $$package; done); \
+if [ -n "$$missing" ]; then \
+	echo "$(1): installing" $$missing; \
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y -q --no-install-recommends $$missing; \
+else echo "$(1): installed: $(2)"; fi
+endef
 
 # Every test, the real-control-plane ones included. The first run builds etcd,
 # kube-apiserver and kube-controller-manager from Go modules (several minutes, cached).
@@ -115,14 +149,7 @@ cluster: $(STAMP)
 # what is missing (apt-get needs root and a reachable Debian mirror).
 NODE_PACKAGES := containerd runc containernetworking-plugins busybox-static
 node-packages:
-	@missing=$$(for package in $(NODE_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q 'ok installed' \
-		|| echo $$package; done); \
-	if [ -n "$$missing" ]; then \
-		echo "node-packages: installing" $$missing; \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends $$missing; \
-	else echo "node-packages: installed: $(NODE_PACKAGES)"; fi
+	@$(call apt_ensure,node-packages,$(NODE_PACKAGES))
 
 cluster-down: $(STAMP)
 	$(PY) -m coscheduling localcluster down --workdir $(WORKDIR)

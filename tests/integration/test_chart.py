@@ -1,12 +1,20 @@
-"""The Helm chart (deploy/chart, issue 29) with helm built from Go modules, against the real
-control plane: lint; the defaults render exactly the plain manifests of deploy/; a render
-passes a server-side dry run; `helm install` creates every object; a values change renders
-and applies; invalid values are refused naming the field."""
+"""The Helm chart (deploy/chart) with helm built from Go modules, against the real control
+plane: lint; the defaults render the plain manifests of deploy/ (but for the TLS Secrets the
+chart makes); a render passes a server-side dry run; every value renders where it should;
+invalid values are refused naming the field; `helm install` with nothing made first creates
+every object, the TLS Secrets among them, whose certificates work for mutual TLS through a
+port-forward; `helm upgrade` keeps them and upgrades a CRD; `helm uninstall` keeps the CRDs
+and users' objects of their kinds."""
 
 from __future__ import annotations
 
+import base64
 import json
+import shutil
+import socket
+import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,14 +26,17 @@ from coscheduling.cluster.client import KubeClient
 from coscheduling.config.load import dump_defaults
 from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.build import ensure_helm
-from tests.integration.fixtures import CRD_DIR, REPO, kubectl
-from tests.integration.kube import create_pod, pod_body, wait_until
+from tests.integration.fixtures import COMPAT_CRDS, CRD_DIR, REPO, crd_path, kubectl
+from tests.integration.kube import create_pod, exists, pod_body, wait_until
 from tests.integration.test_fencing import _refused
 
 CHART = REPO / "deploy" / "chart"
 DEPLOY = REPO / "deploy"
 KUBE_VERSION = "1.37.2"
 HELM_LABELS = ("app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart")
+# What the chart makes at install that deploy/ leaves to deploy/issue-certs.sh.
+CHART_TLS = {("Secret", "coscheduling-grpc-tls"), ("Secret", "coscheduling-grpc-client")}
+KEEP = "helm.sh/resource-policy"
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +52,10 @@ def run(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
     return result
 
 
-def render(helm: Path, namespace: str, *values: str) -> list[dict[str, Any]]:
+def render(helm: Path, namespace: str, *values: str, extra: tuple[str, ...] = ()
+           ) -> list[dict[str, Any]]:
     out = run(helm, "template", "coscheduling", str(CHART), "-n", namespace, "--kube-version",
-              KUBE_VERSION, *(a for v in values for a in ("--set", v))).stdout
+              KUBE_VERSION, *extra, *(a for v in values for a in ("--set", v))).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -56,6 +68,10 @@ def _normal(obj: dict[str, Any]) -> dict[str, Any]:
         labels.pop(key, None)
     if labels:
         obj["metadata"]["labels"] = labels
+    annotations = obj["metadata"].pop("annotations", None) or {}
+    annotations.pop(KEEP, None)  # the chart keeps its CRDs on uninstall
+    if annotations:
+        obj["metadata"]["annotations"] = annotations
     if obj["kind"] == "Deployment":
         obj["spec"]["template"]["metadata"].pop("annotations", None)
     if obj["kind"] == "ConfigMap":
@@ -73,16 +89,20 @@ def test_helm_lint(helm: Path) -> None:
 
 
 def test_the_defaults_render_the_plain_manifests(helm: Path) -> None:
-    """One source: deploy/*.yaml are what the chart renders with its defaults."""
+    """One source: deploy/*.yaml and crd/*.yaml are what the chart renders with its
+    defaults, but for the TLS Secrets it makes (deploy/ has deploy/issue-certs.sh make them)."""
     rendered = {_key(o): _normal(o) for o in render(
         helm, "coscheduling-system", "createNamespace=true", "volcanoStatusOnObject=true")}
     plain = {_key(o): _normal(o) for path in sorted(DEPLOY.glob("[0-9][0-9]-*.yaml"))
              for o in yaml.safe_load_all(path.read_text()) if o}
-    assert sorted(rendered) == sorted(plain)
+    plain |= {_key(o): _normal(o) for path in sorted(CRD_DIR.glob("*.yaml"))
+              for o in yaml.safe_load_all(path.read_text()) if o}
+    assert set(rendered) - set(plain) == CHART_TLS
+    assert sorted(set(rendered) - CHART_TLS) == sorted(plain)
     for key, obj in plain.items():
         assert rendered[key] == obj, key
     for crd in CRD_DIR.glob("*.yaml"):  # the chart's CRDs are the repository's
-        assert (CHART / "crds" / crd.name).read_text() == crd.read_text()
+        assert (CHART / "files" / "crds" / crd.name).read_text() == crd.read_text()
     for crd in (CRD_DIR / "compat").glob("*.yaml"):
         assert (CHART / "files" / "compat" / crd.name).read_text() == crd.read_text()
 
@@ -172,6 +192,13 @@ def test_values_changes_render_and_apply(helm: Path, local_cluster: LocalCluster
     (["replicas=2", "config.leaderElection.leaderElect=false"],
      "replicas: more than 1 needs config.leaderElection.leaderElect: true"),
     (["grpc.tls.source=certManager"], "grpc.tls.source: certManager needs cert-manager"),
+    (["logFormat=xml"], "at '/logFormat'"),
+    (["logLevel=-1"], "at '/logLevel'"),
+    (["config.metricsBindAddress=0.0.0.0:9999"],
+     "config.metricsBindAddress: 0.0.0.0:9999 is not on metrics.port 10251"),
+    (["metrics.serviceMonitor.interval=soon"], "at '/metrics/serviceMonitor/interval'"),
+    (["imagePullSecrets[0].nam=x"], "at '/imagePullSecrets/0'"),
+    (["podLabels.team=1"], "at '/podLabels/team'"),
 ])
 def test_invalid_values_are_refused_naming_the_field(helm: Path, values: list[str],
                                                      says: str) -> None:
@@ -180,16 +207,170 @@ def test_invalid_values_are_refused_naming_the_field(helm: Path, values: list[st
     assert result.returncode != 0 and says in result.stderr, result.stderr
 
 
-def test_helm_install_creates_every_object(helm: Path, local_cluster: LocalCluster,
-                                           crd: None, namespace: str, kube: KubeClient) -> None:
-    kubeconfig = str(local_cluster.kubeconfig)
-    run(helm, "install", "coscheduling", str(CHART), "-n", namespace, "--kubeconfig",
-        kubeconfig)
+def _pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    spec: dict[str, Any] = deployment["spec"]["template"]
+    return spec
+
+
+def test_each_value_renders_where_it_should(helm: Path, tmp_path: Path) -> None:
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "batch",
+                  "effect": "NoSchedule"}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["system"]}]}]}}}
+    values = {"nodeSelector": {"pool": "system"}, "tolerations": [toleration],
+              "affinity": affinity, "imagePullSecrets": [{"name": "my-registry"}],
+              "podAnnotations": {"team/owner": "batch"}, "podLabels": {"team": "batch"},
+              "logLevel": 2, "logFormat": "json", "metrics": {"port": 9090}}
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    objects = render(helm, "ns", extra=("-f", str(path)))
+    template = _pod_spec(objects)
+    spec = template["spec"]
+    assert spec["nodeSelector"] == {"pool": "system"}
+    assert spec["tolerations"] == [toleration] and spec["affinity"] == affinity
+    assert spec["imagePullSecrets"] == [{"name": "my-registry"}]
+    assert template["metadata"]["annotations"]["team/owner"] == "batch"
+    assert template["metadata"]["labels"] == {"team": "batch",
+                                              "app.kubernetes.io/name": "coscheduling"}
+    container = spec["containers"][0]
+    args = container["args"]
+    assert args[args.index("-v") + 1] == "2" and args[args.index("--log-format") + 1] == "json"
+    # One port: the configuration, the container, the probes' named port and the Services.
+    assert {"name": "metrics", "containerPort": 9090} in container["ports"]
+    assert container["readinessProbe"]["httpGet"]["port"] == "metrics"
+    config = yaml.safe_load(next(o for o in objects if o["kind"] == "ConfigMap")["data"][
+        "config.yaml"])
+    assert config["metricsBindAddress"] == "0.0.0.0:9090"
+    metrics = next(o for o in objects if o["metadata"]["name"] == "coscheduling-metrics")
+    assert metrics["spec"]["ports"][0]["port"] == 9090
+    network = next(o for o in objects if o["kind"] == "NetworkPolicy")
+    assert {"protocol": "TCP", "port": 9090} in network["spec"]["ingress"][-1]["ports"]
+    # The defaults add nothing of these.
+    plain = _pod_spec(render(helm, "ns"))["spec"]
+    assert not {"nodeSelector", "tolerations", "affinity", "imagePullSecrets"} & set(plain)
+
+
+def test_monitoring_crds_and_cert_manager_render(helm: Path) -> None:
+    objects = render(helm, "monitoring", "metrics.serviceMonitor.enabled=true",
+                     "metrics.serviceMonitor.labels.release=kps",
+                     "metrics.prometheusRule.enabled=true",
+                     "metrics.prometheusRule.labels.release=kps", "crds.compat=true")
+    monitor = next(o for o in objects if o["kind"] == "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == \
+        "coscheduling"
+    rule = next(o for o in objects if o["kind"] == "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    crds = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CustomResourceDefinition"}
+    assert set(crds) == {*COMPAT_CRDS, "podgroups.batch.scheduler.tencent.com",
+                         "queues.batch.scheduler.tencent.com"}
+    assert all(crd["metadata"]["annotations"][KEEP] == "keep" for crd in crds.values())
+    assert not [o for o in render(helm, "ns", "crds.install=false")
+                if o["kind"] == "CustomResourceDefinition"]
+    assert not [o for o in render(helm, "ns") if o["kind"] == "ServiceMonitor"]
+    certificate = next(o for o in render(
+        helm, "ns", "grpc.tls.source=certManager", "grpc.tls.certManager.issuerName=ca",
+        extra=("--api-versions", "cert-manager.io/v1")) if o["kind"] == "Certificate")
+    assert {"localhost", "coscheduling.ns.svc"} <= set(certificate["spec"]["dnsNames"])
+    assert certificate["spec"]["ipAddresses"] == ["127.0.0.1"]
+    secrets = [o for o in render(helm, "ns", "grpc.tls.source=secret") if o["kind"] == "Secret"]
+    assert not secrets  # source: secret is made by the user (deploy/issue-certs.sh)
+    client = next(o for o in render(helm, "ns", "grpc.tls.clientName=ops",
+                                    "grpc.tls.clientSecretName=ops-pair")
+                  if o["kind"] == "Secret" and o["metadata"]["name"] == "ops-pair")
+    subject = subprocess.run(["openssl", "x509", "-noout", "-subject"], check=True,
+                             input=base64.b64decode(client["data"]["tls.crt"]),
+                             capture_output=True).stdout.decode()
+    assert subject.strip().endswith("CN = ops"), subject
+
+
+def _secret(kube: KubeClient, namespace: str, name: str, into: Path) -> dict[str, str]:
+    """The Secret's data, decoded, and each key written to into/<key>."""
+    data = kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")["data"]
+    into.mkdir(parents=True, exist_ok=True)
+    decoded = {key: base64.b64decode(value).decode() for key, value in data.items()}
+    for key, value in decoded.items():
+        (into / key).write_text(value)
+    return decoded
+
+
+def _mutual_tls(server: Path, client: Path, host: str) -> dict[str, Any]:
+    """A TLS server with the server Secret's pair (trusting its client CA) on loopback; a
+    client with the client Secret's pair that verifies the server as `host`. The server's
+    certificate as the client saw it."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(server / "tls.crt", server / "tls.key")
+    context.load_verify_locations(server / "client-ca.crt")
+    context.verify_mode = ssl.CERT_REQUIRED
+    listener = socket.create_server(("127.0.0.1", 0))
+    peer: list[Any] = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with context.wrap_socket(connection, server_side=True) as tls:
+            peer.append(tls.getpeercert())
+            tls.sendall(b"ok")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    caller = ssl.create_default_context(cafile=str(client / "ca.crt"))
+    caller.load_cert_chain(client / "tls.crt", client / "tls.key")
+    with socket.create_connection(listener.getsockname(), timeout=10) as raw, \
+            caller.wrap_socket(raw, server_hostname=host) as tls:
+        assert tls.recv(2) == b"ok"
+        seen: dict[str, Any] = tls.getpeercert() or {}
+    thread.join(10)
+    listener.close()
+    assert peer and dict(x[0] for x in peer[0]["subject"])["commonName"] == \
+        "coscheduling-dashboard"
+    return seen
+
+
+def _queue_field_served(kube: KubeClient, value: str) -> bool:
+    """Whether the API server keeps spec.addedInTest of a Queue (an unknown field is pruned)."""
+    path = "/apis/batch.scheduler.tencent.com/v1/queues"
+    name = f"chart-upgrade-{value}"
+    kube.create(path, {"apiVersion": "batch.scheduler.tencent.com/v1", "kind": "Queue",
+                       "metadata": {"name": name},
+                       "spec": {"weight": 1, "addedInTest": value}})
     try:
+        return kube.get(f"{path}/{name}")["spec"].get("addedInTest") == value
+    finally:
+        kube.delete(f"{path}/{name}")
+
+
+def _chart_with_a_new_queue_field(tmp_path: Path) -> Path:
+    """A copy of the chart whose Queue CRD has one more field, as a new version would."""
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    path = chart / "files" / "crds" / "queues.batch.scheduler.tencent.com.yaml"
+    crd = yaml.safe_load(path.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"]["addedInTest"] = {"type": "string"}
+    path.write_text(yaml.safe_dump(crd))
+    return chart
+
+
+def test_install_upgrade_uninstall(helm: Path, local_cluster: LocalCluster, crd: None,
+                                   namespace: str, kube: KubeClient, tmp_path: Path) -> None:
+    """With nothing made first (the CRDs applied by kubectl are taken over): every object,
+    the TLS Secrets among them; the upgrade keeps them and serves a new CRD field; the
+    uninstall keeps the CRDs and users' objects of their kinds."""
+    kubeconfig = str(local_cluster.kubeconfig)
+    helm_args = ("-n", namespace, "--kubeconfig", kubeconfig, "--take-ownership")
+    compat_before = {name for name in COMPAT_CRDS if exists(
+        kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")}
+    installed = run(helm, "install", "coscheduling", str(CHART), *helm_args).stdout
+    try:
+        assert "kubectl gang whatif -f job.yaml --address localhost:50051" in installed
+        assert "coscheduling-grpc-client" in installed  # NOTES: where the client's pair is
         manifest = run(helm, "get", "manifest", "coscheduling", "-n", namespace,
                        "--kubeconfig", kubeconfig).stdout
         objects = [d for d in yaml.safe_load_all(manifest) if d]
-        assert len(objects) >= 12
+        assert {_key(o) for o in objects} >= CHART_TLS and len(objects) >= 16
         for obj in objects:
             meta = obj["metadata"]
             args = ["get", f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}"
@@ -197,11 +378,42 @@ def test_helm_install_creates_every_object(helm: Path, local_cluster: LocalClust
             if meta.get("namespace"):
                 args += ["-n", meta["namespace"]]
             kubectl(local_cluster, *args)
+        server = _secret(kube, namespace, "coscheduling-grpc-tls", tmp_path / "server")
+        _secret(kube, namespace, "coscheduling-grpc-client", tmp_path / "client")
+        seen = _mutual_tls(tmp_path / "server", tmp_path / "client", "localhost")
+        assert {("DNS", f"coscheduling.{namespace}.svc"), ("DNS", "localhost"),
+                ("IP Address", "127.0.0.1")} <= set(seen["subjectAltName"])
+        _mutual_tls(tmp_path / "server", tmp_path / "client", "127.0.0.1")
+        # The upgrade: a new version's CRD field is served; the TLS material is kept. (The
+        # Lease the scheduler would make: the fencing policy refuses writes while it lacks it.)
+        kube.create(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+                    {"metadata": {"name": "batch-scheduler"}, "spec": {}})
+        assert not _queue_field_served(kube, "before")
+        run(helm, "upgrade", "coscheduling", str(_chart_with_a_new_queue_field(tmp_path)),
+            *helm_args, "--set", "crds.compat=true")
+        assert _queue_field_served(kube, "after")
+        assert _secret(kube, namespace, "coscheduling-grpc-tls", tmp_path / "again") == server
+        # A user's object of a compat kind, made while the release owns its CRD.
+        plugins = COMPAT_CRDS["podgroups.scheduling.x-k8s.io"]
+        kube.create(crd_path(plugins, namespace), {
+            "apiVersion": f"scheduling.x-k8s.io/{plugins['spec']['versions'][0]['name']}",
+            "kind": "PodGroup", "metadata": {"name": "users-gang"}, "spec": {"minMember": 2}})
     finally:
-        run(helm, "uninstall", "coscheduling", "-n", namespace, "--kubeconfig", kubeconfig,
-            "--wait", check=False)
+        uninstalled = run(helm, "uninstall", "coscheduling", "-n", namespace, "--kubeconfig",
+                          kubeconfig, "--wait", check=False)
         _fencing_lifted(kube, namespace)
-
+    assert uninstalled.returncode == 0, uninstalled.stderr
+    try:
+        for name in (*COMPAT_CRDS, "podgroups.batch.scheduler.tencent.com",
+                     "queues.batch.scheduler.tencent.com"):
+            assert exists(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                          f"{name}"), f"{name} was deleted by helm uninstall"
+        assert exists(kube, crd_path(plugins, namespace, "users-gang"))
+        assert not exists(kube, f"/api/v1/namespaces/{namespace}/secrets/coscheduling-grpc-tls")
+    finally:  # the cluster as the other tests expect it: the repository's CRDs, no extra
+        kubectl(local_cluster, "apply", "-f", str(CRD_DIR))
+        for name in set(COMPAT_CRDS) - compat_before:
+            kube.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
 
 def _fencing_lifted(kube: KubeClient, namespace: str) -> None:
     """The release's fencing policy binds cluster-wide to a Lease that is gone with it: until

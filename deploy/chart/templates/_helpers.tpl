@@ -25,9 +25,27 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{/* The configuration file: the values' config with apiVersion, kind and the Lease namespace. */}}
 {{- define "coscheduling.config" -}}
 {{- $config := deepCopy .Values.config -}}
+{{- $metrics := printf "0.0.0.0:%d" (int .Values.metrics.port) -}}
+{{- if $config.metricsBindAddress -}}
+{{- if not (hasSuffix (printf ":%d" (int .Values.metrics.port)) $config.metricsBindAddress) -}}
+{{- fail (printf "config.metricsBindAddress: %s is not on metrics.port %d (the probes and the Service use metrics.port; leave metricsBindAddress unset)" $config.metricsBindAddress (int .Values.metrics.port)) -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $config "metricsBindAddress" $metrics -}}
+{{- end -}}
 {{- if $config.leaderElection -}}
 {{- $_ := set $config.leaderElection "resourceNamespace" (include "coscheduling.leaseNamespace" .) -}}
 {{- end -}}
 {{- $doc := merge (dict "apiVersion" "config.batch.scheduler.tencent.com/v1" "kind" "SchedulerConfiguration") $config -}}
 {{ toYaml $doc }}
+{{- end }}
+
+
+{{/* A CRD from the chart's files with the chart's labels, kept on uninstall. */}}
+{{- define "coscheduling.keptCRD" -}}
+{{- $crd := .crd -}}
+{{- $meta := $crd.metadata -}}
+{{- $_ := set $meta "annotations" (merge (dict "helm.sh/resource-policy" "keep") ($meta.annotations | default dict)) -}}
+{{- $_ := set $meta "labels" (merge (include "coscheduling.labels" .top | fromYaml) ($meta.labels | default dict)) -}}
+{{ toYaml $crd }}
 {{- end }}
