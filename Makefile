@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
 .PHONY: all venv lock image-context test unit integration lint proto proto-check cluster \
-	cluster-down demo clean node-packages image image-packages
+	cluster-down demo clean node-packages image image-packages e2e
 
 all: test
 
@@ -100,6 +100,11 @@ unit: $(STAMP)
 
 integration: $(STAMP) node-packages
 	$(PY) -m pytest tests/integration -q
+
+# End to end on real nodes: the scheduler's image (built by the test, reused when built)
+# imported into kubelets' containerd and run there.
+e2e: $(STAMP) node-packages image-packages
+	$(PY) -m pytest tests/integration/test_e2e.py -q -s
 
 # Ruff, mypy --strict, and the import contracts of pyproject.toml (layers only point down,
 # no import cycle, nobody but its registry and the service wiring imports the gang plugin).

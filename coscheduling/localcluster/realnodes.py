@@ -340,6 +340,7 @@ class RealNodes:
         self.name_prefix = name_prefix
         self.dra_driver = dra_driver
         self.nodes: list[RealNode] = []
+        self.imported: list[ImageArchive] = []  # besides the pause and test images
         self._plan(count)
         self.startup_seconds = 0.0
 
@@ -440,12 +441,22 @@ class RealNodes:
             node, "containerd", [containerd, "--config", str(node.directory / "containerd.toml")])
         self.on_change()
         self._wait(node, node.containerd, lambda: self._ctr(node, "version").returncode == 0)
-        for image in images:
-            result = self._ctr(node, "images", "import", str(image.path))
-            if result.returncode != 0:
-                raise NodePackagesError(
-                    f"{node.name}: importing {image.reference} from {image.path} failed: "
-                    f"{result.stderr.strip()}")
+        for image in (*images, *self.imported):
+            self._import(node, image)
+
+    def import_image(self, image: ImageArchive) -> None:
+        """Import `image` into every node's containerd, and into nodes added later: no
+        registry is reachable, so a pod can only run what its node's runtime already holds."""
+        for node in self.nodes:
+            self._import(node, image)
+        self.imported.append(image)
+
+    def _import(self, node: RealNode, image: ImageArchive) -> None:
+        result = self._ctr(node, "images", "import", str(image.path))
+        if result.returncode != 0:
+            raise NodePackagesError(
+                f"{node.name}: importing {image.reference} from {image.path} failed: "
+                f"{result.stderr.strip()}")
 
     def _ctr(self, node: RealNode, *args: str) -> subprocess.CompletedProcess[str]:
         command = ["ctr", "--address", str(node.socket), "--namespace", "k8s.io", *args]
