@@ -36,3 +36,15 @@ def test_grpc_clients_are_admitted_by_pod_label_and_namespace_name_together() ->
         assert peer["namespaceSelector"] == {"matchExpressions": [{
             "key": "kubernetes.io/metadata.name", "operator": "In",
             "values": ["coscheduling-system"]}]}
+
+
+def test_fencing_without_a_lease_lets_other_schedulers_bind() -> None:
+    """The API server looks a policy binding's Lease up before its matchConditions: with
+    Deny, a cluster where no replica has led yet (the Lease not made) refuses every pod
+    Binding and deletion of every scheduler, the chart's own pods' included."""
+    fencing = Path(__file__).parents[2] / "deploy" / "40-fencing.yaml"
+    bindings = [d for d in yaml.safe_load_all(fencing.read_text())
+                if d and d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert len(bindings) == 2
+    for binding in bindings:
+        assert binding["spec"]["paramRef"]["parameterNotFoundAction"] == "Allow"
