@@ -104,12 +104,27 @@ def _has_default_sa(core: Any, namespace: str) -> bool:
 
 
 def released_by(service: SchedulerService) -> Callable[[str], int]:
-    """How many members of a gang the in-process scheduler released at once."""
+    """How many members of a gang the in-process scheduler released at once. The watcher
+    reads this when it sees a bind, which may be after the scheduler already forgot the
+    gang (its PodGroup deleted): what a forgotten gang had released is kept for that."""
+    plugin = service.scheduler.framework.instances.get("Coscheduling")
+    manager = plugin.manager if plugin is not None else None  # type: ignore[attr-defined]
+    forgotten: dict[str, int] = {}
+    if manager is not None:
+        forget = manager.forget_group
+
+        def remembering(group_key: str) -> None:
+            gang = manager.gangs.get(group_key)
+            if gang is not None:
+                forgotten[group_key] = max(forgotten.get(group_key, 0), gang.released_members)
+            forget(group_key)
+
+        manager.forget_group = remembering
 
     def released(group_key: str) -> int:
-        plugin = service.scheduler.framework.instances.get("Coscheduling")
-        gang = plugin.manager.gangs.get(group_key) if plugin is not None else None  # type: ignore[attr-defined]
-        return int(gang.released_members) if gang is not None else 0
+        gang = manager.gangs.get(group_key) if manager is not None else None
+        live = int(gang.released_members) if gang is not None else 0
+        return max(live, forgotten.get(group_key, 0))
 
     return released
 
@@ -136,12 +151,9 @@ class RunningScheduler:
         doc.update(overrides or {})
         self.config = parse_config(doc, default_registry())
         self.service = SchedulerService(self.config)
-        self.watcher = InvariantWatcher(kube, [namespace], self._released)
+        self.watcher = InvariantWatcher(kube, [namespace], released_by(self.service))
         self.watcher.__enter__()
         self._started = False
-
-    def _released(self, group_key: str) -> int:
-        return released_by(self.service)(group_key)
 
     def watch(self, namespace: str) -> None:
         self.watcher.namespaces.add(namespace)
