@@ -56,7 +56,7 @@ image-context: $(STAMP)
 	$(IMAGE_CONTEXT)/.check/bin/pip install --quiet --no-index --no-deps \
 		$(IMAGE_CONTEXT)/wheelhouse/coscheduling-*.whl
 	$(IMAGE_CONTEXT)/.check/bin/coscheduling --help > /dev/null
-	$(IMAGE_CONTEXT)/.check/bin/python -c "import coscheduling.service, coscheduling.server"
+	$(IMAGE_CONTEXT)/.check/bin/python -c "import coscheduling.service.wiring, coscheduling.server"
 	rm -rf $(IMAGE_CONTEXT)/.check
 	@echo "image-context: $(IMAGE_CONTEXT) installs offline from the lock;" \
 		"build it with: make image, or docker build --build-arg BASE=... $(IMAGE_CONTEXT)"
@@ -126,7 +126,7 @@ proto-check: $(STAMP)
 
 # The main job: the seed examples on a local control plane started here, then stopped.
 demo: $(STAMP)
-	$(PY) -m coscheduling.demo
+	$(PY) -m coscheduling.commands.demo
 
 # Long fault runs (not part of `make test`): 100 kill -9 points, 60 s outages, then 100
 # releases cut off after their K-th bind (COSCHEDULING_FAULT); it ends by printing how many

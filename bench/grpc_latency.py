@@ -69,9 +69,9 @@ def _scheduler(nodes: int, gangs: int = 0) -> Any:
     from coscheduling.api.nodes import parse_node
     from coscheduling.api.pods import parse_pod
     from coscheduling.config import parse_config
-    from coscheduling.eventhandlers import NodeEvents, PodEvents
+    from coscheduling.core.eventhandlers import NodeEvents, PodEvents
+    from coscheduling.core.scheduler import Scheduler
     from coscheduling.plugins.registry import default_registry
-    from coscheduling.scheduler import Scheduler
 
     registry = default_registry()
     config = parse_config({"apiVersion": "config.batch.scheduler.tencent.com/v1",
@@ -98,7 +98,7 @@ def _scheduler(nodes: int, gangs: int = 0) -> Any:
 
 def _group(scheduler: Any, name: str, min_member: int) -> None:
     from coscheduling.api.podgroups import parse_podgroup
-    from coscheduling.eventhandlers import PodGroupEvents
+    from coscheduling.core.eventhandlers import PodGroupEvents
 
     PodGroupEvents(scheduler).on_add(parse_podgroup({
         "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"g-{name}",
@@ -368,7 +368,7 @@ def _check_rows(calls: dict[str, Any], pb: Any, gangs: int) -> None:
 def _client(address: str, args: argparse.Namespace, server_pid: int) -> dict[str, Any]:
     import grpc
 
-    from coscheduling.server.cli import rpc
+    from coscheduling.server.commands import rpc
     from coscheduling.server.gen import scheduling_pb2 as pb
 
     channel = grpc.insecure_channel(address)

@@ -1,8 +1,8 @@
-"""The client's own CPU per exchange (coscheduling.cluster.wire), one wire.py against another.
+"""The client's own CPU per exchange (coscheduling.cluster.http_wire), one wire.py against another.
 
     python -m bench.wire_exchange OLD_WIRE_PY [NEW_WIRE_PY]   (default: the checked-out one)
 
-e.g. ``git show REV:coscheduling/cluster/wire.py > /tmp/old_wire.py`` first. A loopback
+e.g. ``git show REV:coscheduling/cluster/http_wire.py > /tmp/old_wire.py`` first. A loopback
 server in its own process answers every request at once with a small JSON body, so the
 figure is the client's CPU time (process_time) per GET on a kept connection, the median of
 5 rounds of 10,000, the two files alternating round by round.

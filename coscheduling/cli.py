@@ -19,11 +19,11 @@ from coscheduling.cluster.client import ApiError
 from coscheduling.cluster.kubeconfig import CredentialsError
 from coscheduling.config import ConfigError
 from coscheduling.config.load import dump_defaults
-from coscheduling.process import load_config
+from coscheduling.service.process import load_config
 
 
 def _run(args: argparse.Namespace) -> int:
-    from coscheduling.server.cli import run_service
+    from coscheduling.server.commands import run_service
 
     return run_service(args, command="run", loop=True)
 
@@ -31,7 +31,7 @@ def _run(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from coscheduling.cluster.client import ClientSettings, KubeClient
     from coscheduling.cluster.kubeconfig import context_namespace, kubectl_kubeconfig
-    from coscheduling.explain import explain
+    from coscheduling.commands.explain import explain
 
     kubeconfig = kubectl_kubeconfig(args.kubeconfig or "")
     namespace, sep, name = args.group.rpartition("/")
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--no-grpc", action="store_true",
                      help="do not serve the extension points over gRPC")
-    from coscheduling.server.cli import add_server_flags
+    from coscheduling.server.commands import add_server_flags
 
     add_server_flags(run)
     run.set_defaults(func=_run)
@@ -88,14 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(func=_config)
 
     try:
-        from coscheduling.localcluster import cli as localcluster_cli
+        from coscheduling.localcluster import commands as localcluster_commands
     except ImportError:  # pragma: no cover - the launcher ships with the package
         pass
     else:
-        localcluster_cli.add_parser(sub)
-    from coscheduling.server import cli as server_cli
+        localcluster_commands.add_parser(sub)
+    from coscheduling.server import commands as server_commands
 
-    server_cli.add_parser(sub)
+    server_commands.add_parser(sub)
     return parser
 
 

@@ -37,9 +37,9 @@ from coscheduling.cluster.kubeconfig import (
     context_namespace,
     kubectl_kubeconfig,
 )
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from coscheduling.groups import APIS, GroupApi
-from coscheduling.server.cli import UsageError, channel_for, rpc
+from coscheduling.server.commands import UsageError, channel_for, rpc
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.server import DEFAULT_ADDRESS
 

@@ -17,14 +17,14 @@ from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.podgroups import PodGroup, parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.config import parse_config
-from coscheduling.eventhandlers import NodeEvents, PodEvents, PodGroupEvents
+from coscheduling.core.eventhandlers import NodeEvents, PodEvents, PodGroupEvents
+from coscheduling.core.scheduler import Scheduler
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import BindPlugin
 from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.framework.status import Status
 from coscheduling.plugins.registry import default_registry
-from coscheduling.scheduler import Scheduler
 
 GROUP_LABEL = "group.batch.scheduler.tencent.com"
 

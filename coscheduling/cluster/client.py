@@ -18,9 +18,9 @@ import urllib3
 
 from coscheduling import __version__
 from coscheduling.cluster import deepjson
+from coscheduling.cluster.http_wire import Wire, WireError
 from coscheduling.cluster.kubeconfig import KEEPALIVE, CredentialsError, Endpoint, load_endpoint
 from coscheduling.cluster.ratelimit import TokenBucket
-from coscheduling.cluster.wire import Wire, WireError
 
 CONNECT_TIMEOUT = 5.0
 USER_AGENT = f"coscheduling/{__version__}"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coscheduling.cluster.client import ApiError, KubeClient, binding_body, binding_path, q
-from coscheduling.faults import Fault
+from coscheduling.ops.faults import Fault
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ import urllib3
 import yaml
 from urllib3.connection import HTTPConnection
 
-from coscheduling.cluster.wire import RETRY_AFTER_MAX
+from coscheduling.cluster.http_wire import RETRY_AFTER_MAX
 from coscheduling.config.errors import ConfigError, as_list, as_mapping
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")

@@ -35,7 +35,7 @@ from coscheduling.config.types import (
     SchedulerConfig,
 )
 from coscheduling.framework.registry import Registry
-from coscheduling.httpendpoint import parse_address
+from coscheduling.ops.httpendpoint import parse_address
 
 DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
     "queueSort": [("Coscheduling", 0)],

@@ -78,7 +78,7 @@ class SchedulerConfig:
     client_connection: ClientConnection = field(default_factory=ClientConnection)
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     percentage_of_nodes_to_score: int = 0
-    # Pod signatures whose per-node Filter/Score results are kept (see coscheduling.placement);
+    # Pod signatures whose per-node Filter/Score results are kept (see coscheduling.core.placement);
     # 0: every pod is filtered and scored from scratch on a sample of nodes.
     signature_cache_size: int = 64
     pod_initial_backoff_seconds: float = 1.0

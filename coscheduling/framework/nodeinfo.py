@@ -2,7 +2,7 @@
 
 It accounts pods bound there, pods assumed there (placed, not yet bound) and claims (room a
 gang reserved for members it has not placed yet); room handed over from preemption victims to
-the claims that take it is counted once (see ``used``). The cache (:mod:`coscheduling.cache`)
+the claims that take it is counted once (see ``used``). The cache (:mod:`coscheduling.core.cache`)
 keeps one per node; Filter and Score plugins read it.
 """
 

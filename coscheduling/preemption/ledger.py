@@ -19,7 +19,7 @@ from cachetools import LRUCache
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache
+    from coscheduling.framework.handle import SchedulerCache
     from coscheduling.framework.metrics import SchedulerMetrics
     from coscheduling.preemption.evict import Evictor
 
@@ -36,7 +36,7 @@ class _Eviction:
 class Ledger:
     """Evictions and nominations go through here, and nothing else writes them."""
 
-    def __init__(self, cache: Cache, activate: Callable[[Iterable[str]], None],
+    def __init__(self, cache: SchedulerCache, activate: Callable[[Iterable[str]], None],
                  metrics: SchedulerMetrics, evictor: Evictor | None,
                  writes: Executor) -> None:
         self._cache = cache

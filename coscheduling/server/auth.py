@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 
 from coscheduling.config.identities import ANY_CLIENT, identity_forms
-from coscheduling.server.wire import RequestError
+from coscheduling.server.convert import RequestError
 
 READ_ONLY_RPCS = frozenset({"Less", "Filter", "Score", "GetPodGroup", "WatchDecisions",
                             "Simulate"})

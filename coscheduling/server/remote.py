@@ -25,8 +25,8 @@ from coscheduling.framework.status import Code, Status
 if TYPE_CHECKING:
 
     from coscheduling.api.pods import Pod
+    from coscheduling.core.scheduler import Scheduler
     from coscheduling.framework.waiting import WaitingPod
-    from coscheduling.scheduler import Scheduler
 
 
 @dataclass

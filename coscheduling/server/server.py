@@ -37,12 +37,12 @@ from coscheduling.server.auth import (
     Authorizer,
     is_local,
 )
+from coscheduling.server.convert import RequestError, invalid, shown
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.servicer import SERVICE_NAME, SchedulingServicer
-from coscheduling.server.wire import RequestError, invalid, shown
 
 if TYPE_CHECKING:
-    from coscheduling.scheduler import Scheduler
+    from coscheduling.core.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,7 @@ from coscheduling.framework.interfaces import GangReporter, GangSummary
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.framework.waiting import MAX_UNREAD
 from coscheduling.server.auth import Authorizer, Caller
-from coscheduling.server.gen import scheduling_pb2 as pb
-from coscheduling.server.ratelimit import PerCaller
-from coscheduling.server.remote import RemoteCycle, remote_cycles
-from coscheduling.server.whatif import answer_pb
-from coscheduling.server.wire import (
+from coscheduling.server.convert import (
     PodArg,
     RequestError,
     invalid,
@@ -39,13 +35,17 @@ from coscheduling.server.wire import (
     resolve_nodes,
     status_pb,
 )
+from coscheduling.server.gen import scheduling_pb2 as pb
+from coscheduling.server.ratelimit import PerCaller
+from coscheduling.server.remote import RemoteCycle, remote_cycles
+from coscheduling.server.whatif import answer_pb
 from coscheduling.whatif.derive import ManifestError, derive
 from coscheduling.whatif.simulate import NoSimulator, simulate
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
+    from coscheduling.core.scheduler import Scheduler
     from coscheduling.framework.waiting import Decision
-    from coscheduling.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 

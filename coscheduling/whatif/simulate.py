@@ -36,8 +36,8 @@ from coscheduling.whatif.derive import Derived, ManifestError
 from coscheduling.whatif.shortfall import Shortfall, shortfall
 
 if TYPE_CHECKING:
+    from coscheduling.core.scheduler import Scheduler
     from coscheduling.framework.nodeinfo import NodeInfo
-    from coscheduling.scheduler import Scheduler
 
 SUFFIX = "~whatif"
 """Appended to the names of the hypothetical gang and pods: no Kubernetes name has a ``~``."""

@@ -19,7 +19,7 @@ from coscheduling.config import parse_config
 from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.realnodes import RealNodes
 from coscheduling.plugins.registry import default_registry
-from coscheduling.service import SchedulerService
+from coscheduling.service.wiring import SchedulerService
 from tests.integration.kube import InvariantWatcher, exists, wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.config import parse_config
 from coscheduling.localcluster import LocalCluster
 from coscheduling.plugins.registry import default_registry
-from coscheduling.service import SchedulerService
+from coscheduling.service.wiring import SchedulerService
 from tests.integration.fixtures import REPO, kubectl, released_by
 from tests.integration.kube import (
     InvariantWatcher,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from tests.integration.kube import (
     create_pod,
     create_podgroup,

@@ -56,7 +56,7 @@ def test_the_scheduler_image_runs_on_every_real_node(
     for index, node in enumerate(real_nodes.names):
         create_pod(kube, namespace, _scheduler_image_pod(
             f"scheduler-image-{index}", node, "sh", "-c",
-            "id -u; python -c 'import coscheduling.service, coscheduling.server' && "
+            "id -u; python -c 'import coscheduling.service.wiring, coscheduling.server' && "
             "coscheduling --help"))
     names = [f"scheduler-image-{i}" for i in range(len(real_nodes.names))]
     wait_until(lambda: all(_status(kube, namespace, n).get("phase") in ("Succeeded", "Failed")

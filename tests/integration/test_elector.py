@@ -16,7 +16,7 @@ import yaml
 
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.localcluster import LocalCluster
-from coscheduling.service import LEADER_LABEL
+from coscheduling.service.wiring import LEADER_LABEL
 from tests.integration.kube import create_pod, pod_body, wait_until
 
 

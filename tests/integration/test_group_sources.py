@@ -26,7 +26,7 @@ from coscheduling.api.membership import (
     X_K8S_LABEL,
 )
 from coscheduling.cluster.client import KubeClient
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from coscheduling.localcluster import LocalCluster
 from tests.integration.fixtures import COMPAT, kubectl
 from tests.integration.kube import (

@@ -21,9 +21,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from coscheduling.cluster.client import KubeClient
+from coscheduling.core.scheduler import Scheduler
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.status import Code
-from coscheduling.scheduler import Scheduler
 from coscheduling.server import GrpcSettings, PluginServer, build_server
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc

@@ -117,7 +117,8 @@ def test_coscheduling_runs_inside_with_the_charts_configuration(
     assert helped.returncode == 0 and "run" in helped.stdout, helped.stderr
     # Its native extensions (grpc, cel) load on the base's Python (Debian's 3.11).
     imported = _buildah("run", "--isolation", "chroot", "--user", "65532:65532", container,
-                        "--", "python", "-c", "import coscheduling.service, coscheduling.server")
+                        "--", "python", "-c",
+                        "import coscheduling.service.wiring, coscheduling.server")
     assert imported.returncode == 0, imported.stderr
     rendered = subprocess.run(
         [str(ensure_helm()), "template", "coscheduling", str(CHART), "-n",

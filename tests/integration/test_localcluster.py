@@ -287,7 +287,7 @@ def test_killed_parent_leaves_no_processes(tmp_path: Path, wait_for: WaitFor) ->
 
 _CLI_SCRIPT = """
 import argparse, sys
-from coscheduling.localcluster.cli import add_parser
+from coscheduling.localcluster.commands import add_parser
 parser = argparse.ArgumentParser()
 add_parser(parser.add_subparsers(required=True))
 args = parser.parse_args(sys.argv[1:])

@@ -23,7 +23,7 @@ from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
 from coscheduling.config import load_file
 from coscheduling.localcluster import LocalCluster
 from coscheduling.plugins.registry import default_registry
-from coscheduling.server.cli import settings_from
+from coscheduling.server.commands import settings_from
 from tests.integration.fixtures import COMPAT_CRDS, REPO, crd_path, kubectl
 from tests.integration.kube import wait_until
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.cluster.groupstatus import _without_times
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from tests.integration.kube import (
     PG_API,
     bound_count,

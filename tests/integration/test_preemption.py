@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from tests.integration.kube import (
     bound_count,
     create_pod,

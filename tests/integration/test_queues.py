@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from coscheduling.localcluster import LocalCluster
 from tests.integration.fixtures import kubectl
 from tests.integration.kube import (

@@ -18,7 +18,7 @@ import pytest
 
 from coscheduling.api.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from coscheduling.cluster.client import ApiError, KubeClient
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from tests.integration.kube import (
     bound_count,
     create_pod,

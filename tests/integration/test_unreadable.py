@@ -23,7 +23,7 @@ from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.cluster.deepjson import Decoded
 from coscheduling.cluster.informer import Informer, object_key
 from coscheduling.cluster.unreadable import UNREADABLE, UnreadableObjects
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from coscheduling.localcluster import LocalCluster
 from tests.integration.fixtures import COMPAT_CRDS, crd_path, kubectl
 from tests.integration.kube import (

@@ -13,7 +13,7 @@ import pytest
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.podaffinity import LabelSelector, parse_label_selector
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import Cache
+from coscheduling.core.cache import Cache
 from tests.simulation import GROUP_LABEL
 
 

@@ -16,7 +16,7 @@ from coscheduling.cli import main
 from coscheduling.cluster.client import ClientSettings
 from coscheduling.cluster.fencing import LEADER_ANNOTATION, BindingClient
 from coscheduling.cluster.kubeconfig import Endpoint
-from coscheduling.faults import EXIT_CODE, Fault
+from coscheduling.ops.faults import EXIT_CODE, Fault
 
 
 @pytest.mark.parametrize(("value", "point", "count"), [
@@ -48,7 +48,7 @@ def test_a_malformed_fault_is_one_line_and_exit_2(command: str, monkeypatch: pyt
 def test_after_bind_fires_on_the_kth_bind_of_one_gang_only() -> None:
     """Counted per gang: binds of other gangs (and of pods without one) do not add up."""
     script = (
-        "from coscheduling.faults import Fault\n"
+        "from coscheduling.ops.faults import Fault\n"
         "f = Fault.parse('after-bind:2')\n"
         "for group in ('ns/a', 'ns/b', '', 'ns/c', 'ns/b'):\n"
         "    print('bound', group or '-', flush=True)\n"

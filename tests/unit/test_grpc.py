@@ -17,10 +17,10 @@ import pytest
 
 from coscheduling.framework.status import Code, Status
 from coscheduling.server import GrpcSettings, PluginServer, build_server, polling
-from coscheduling.server.cli import RPC_NAMES, _rpc_name
+from coscheduling.server.commands import RPC_NAMES, _rpc_name
+from coscheduling.server.convert import CODES, RequestError, pod_from_json
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc
-from coscheduling.server.wire import CODES, RequestError, pod_from_json
 from tests.simulation import SimCluster
 
 REPO = Path(__file__).resolve().parents[2]

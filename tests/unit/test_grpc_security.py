@@ -19,10 +19,10 @@ from coscheduling.framework import waiting
 from coscheduling.localcluster.certs import _self_or_ca_signed
 from coscheduling.server import GrpcSettings, build_server
 from coscheduling.server.auth import MUTATING_RPCS, READ_ONLY_RPCS, Authorizer, is_loopback
+from coscheduling.server.convert import RequestError
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.gen import scheduling_pb2_grpc as pb_grpc
 from coscheduling.server.servicer import SchedulingServicer
-from coscheduling.server.wire import RequestError
 from tests.simulation import SimCluster
 
 CA_EXT = ["basicConstraints = critical,CA:TRUE", "keyUsage = critical,keyCertSign,cRLSign"]

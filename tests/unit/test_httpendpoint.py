@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from coscheduling import httpendpoint
 from coscheduling.framework.metrics import SchedulerMetrics
-from coscheduling.httpendpoint import HttpEndpoint
+from coscheduling.ops import httpendpoint
+from coscheduling.ops.httpendpoint import HttpEndpoint
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from coscheduling.localcluster import build, cli, realnodes
+from coscheduling.localcluster import build, commands, realnodes
 from coscheduling.localcluster.certs import ClusterCerts
 from coscheduling.localcluster.images import (
     PAUSE_IMAGE,
@@ -149,7 +149,7 @@ def test_adding_out_of_range_is_refused_before_anything_starts(tmp_path: Path,
 def test_real_nodes_option(argument: str, count: int | None,
                            capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers())
+    commands.add_parser(parser.add_subparsers())
     argv = ["localcluster", "up", "--workdir", "w", "--real-nodes", argument]
     if count is not None:
         assert parser.parse_args(argv).real_nodes == count
@@ -163,7 +163,7 @@ def test_real_nodes_option(argument: str, count: int | None,
 def test_the_dra_driver_option_needs_real_nodes(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers())
+    commands.add_parser(parser.add_subparsers())
     args = parser.parse_args(["localcluster", "up", "--workdir", str(tmp_path), "--dra-driver"])
     assert args.func(args) == 2
     assert "give --real-nodes N too" in capsys.readouterr().err

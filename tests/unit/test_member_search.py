@@ -8,7 +8,7 @@ import pytest
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import Cache
+from coscheduling.core.cache import Cache
 from coscheduling.plugins.coscheduling.search import MemberSearch, needs_search
 
 

@@ -1,4 +1,4 @@
-"""Node tables (coscheduling.placement) against Filter and Score run from scratch.
+"""Node tables (coscheduling.core.placement) against Filter and Score run from scratch.
 
 A table is only an optimisation: after any sequence of cache changes its feasible nodes,
 failure reasons and per-node totals must equal what running every Filter plugin on every
@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.config import parse_config
+from coscheduling.core.placement import Placer
+from coscheduling.core.scheduler import Scheduler
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.status import Status
-from coscheduling.placement import Placer
 from coscheduling.plugins.registry import default_registry
-from coscheduling.scheduler import Scheduler
 
 STRATEGIES: dict[str, dict[str, Any]] = {
     "LeastAllocated": {},
@@ -185,8 +185,8 @@ def test_tables_equal_filter_and_score_from_scratch(
         tiny_log: bool) -> None:
     s = scheduler_with(strategy, fit_last)
     cache = s.cache
-    with mock.patch("coscheduling.cache.MIN_CHANGE_LOG", 3 if tiny_log else 4096), \
-            mock.patch("coscheduling.cache.CHANGE_LOG_PER_NODE", 0 if tiny_log else 4):
+    with mock.patch("coscheduling.core.cache.MIN_CHANGE_LOG", 3 if tiny_log else 4096), \
+            mock.patch("coscheduling.core.cache.CHANGE_LOG_PER_NODE", 0 if tiny_log else 4):
         for index in range(4):
             cache.set_node(parse_node(node_doc(f"n{index}", NODE_SHAPES[index])))
         placed: list[Pod] = []

@@ -16,12 +16,12 @@ from coscheduling.api.namespaces import parse_namespace
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.config import parse_config
-from coscheduling.eventhandlers import NamespaceEvents
+from coscheduling.core.eventhandlers import NamespaceEvents
+from coscheduling.core.scheduler import Scheduler
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.status import Code
 from coscheduling.plugins.interpodaffinity import NAME, InterPodAffinity
 from coscheduling.plugins.registry import default_registry
-from coscheduling.scheduler import Scheduler
 from tests.simulation import SimCluster, normalized_scores
 
 ZONE = "topology.kubernetes.io/zone"

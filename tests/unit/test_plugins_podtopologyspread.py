@@ -12,11 +12,11 @@ from coscheduling import GROUP_LABEL
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.config import ConfigError, parse_config
+from coscheduling.core.scheduler import Scheduler
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.status import Code
 from coscheduling.plugins.podtopologyspread import NAME, PodTopologySpread
 from coscheduling.plugins.registry import default_registry
-from coscheduling.scheduler import Scheduler
 from tests.simulation import SimCluster, normalized_scores
 
 ZONE = "topology.kubernetes.io/zone"

@@ -9,8 +9,8 @@ import pytest
 
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, normalized_image, parse_pod
-from coscheduling.cache import Cache
 from coscheduling.config.errors import ConfigError
+from coscheduling.core.cache import Cache
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import scale_to_best
@@ -297,8 +297,8 @@ def test_image_locality_signature_follows_how_many_nodes_hold_the_images() -> No
 
 def test_image_index_rebuilds_when_the_change_log_is_gone(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
-    monkeypatch.setattr("coscheduling.cache.MIN_CHANGE_LOG", 2)
-    monkeypatch.setattr("coscheduling.cache.CHANGE_LOG_PER_NODE", 0)
+    monkeypatch.setattr("coscheduling.core.cache.MIN_CHANGE_LOG", 2)
+    monkeypatch.setattr("coscheduling.core.cache.CHANGE_LOG_PER_NODE", 0)
     plugin, cache = locality({"n1": [image(["a:1"], 100)]})
     plugin.index.sync(cache)
     for index in range(6):

@@ -20,7 +20,7 @@ from coscheduling.api.volumes import (
     parse_volume,
 )
 from coscheduling.config.errors import ConfigError
-from coscheduling.eventhandlers import VolumeEvents
+from coscheduling.core.eventhandlers import VolumeEvents
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.interfaces import FilterPlugin, PreFilterPlugin
 from coscheduling.framework.status import Code

@@ -9,7 +9,7 @@ import pytest
 
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import Cache
+from coscheduling.core.cache import Cache
 from coscheduling.preemption.search import choose
 from coscheduling.preemption.units import Unit
 

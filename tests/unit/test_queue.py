@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coscheduling.api.pods import Pod
-from coscheduling.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from coscheduling.core.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
 
 
 class Clock:

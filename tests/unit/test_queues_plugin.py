@@ -12,7 +12,7 @@ from coscheduling.api.membership import GROUP_NAME_ANNOTATION
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.pods import parse_pod
 from coscheduling.api.queues import parse_queue
-from coscheduling.eventhandlers import QueueEvents
+from coscheduling.core.eventhandlers import QueueEvents
 from coscheduling.groups import kubebatch, volcano
 from coscheduling.plugins.drf import DRF
 from coscheduling.plugins.proportion import Proportion

@@ -10,7 +10,7 @@ import pytest
 
 from coscheduling.api.queues import parse_queue
 from coscheduling.api.runtimes import EXPECTED_RUNTIME_ANNOTATION
-from coscheduling.eventhandlers import QueueEvents
+from coscheduling.core.eventhandlers import QueueEvents
 from coscheduling.plugins.coscheduling.plugin import Coscheduling
 from coscheduling.plugins.proportion import Proportion
 from tests.simulation import SimCluster

@@ -14,7 +14,6 @@ from coscheduling.api.nodes import Node, parse_node
 from coscheduling.api.objectref import ObjectRef
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod, parse_pod
-from coscheduling.cache import Cache
 from coscheduling.cluster.deepjson import (
     MAX_DEPTH,
     Decoded,
@@ -25,6 +24,7 @@ from coscheduling.cluster.deepjson import (
 )
 from coscheduling.cluster.informer import Informer
 from coscheduling.cluster.unreadable import READABLE, UNREADABLE, Unreadable, UnreadableObjects
+from coscheduling.core.cache import Cache
 from coscheduling.framework.cycle_state import CycleState
 from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.framework.status import Code
@@ -32,7 +32,7 @@ from coscheduling.groups import FOREIGN_APIS
 from coscheduling.groups.table import KindTable
 from coscheduling.plugins.noderesources import NodeResourcesFit
 from coscheduling.preemption.units import eviction_units
-from coscheduling.service import group_watch, unreadable_node, unreadable_pod
+from coscheduling.service.wiring import group_watch, unreadable_node, unreadable_pod
 
 # -- the decoder ----------------------------------------------------------------------------
 

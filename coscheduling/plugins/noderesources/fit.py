@@ -1,6 +1,6 @@
 """NodeResourcesFit: does the pod fit the node's free room, and how full would the node be.
 
-Free room counts three kinds of usage (see ``coscheduling.cache``): bound pods, assumed
+Free room counts three kinds of usage (see ``coscheduling.core.cache``): bound pods, assumed
 pods, and capacity *claimed* by gangs for members not placed yet. Everything goes through
 ``NodeInfo.used(resource, excluding=pod.key)`` / ``pod_count(excluding=pod.key)`` so a
 gang member is not blocked by the room its own gang claimed for it.

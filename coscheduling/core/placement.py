@@ -35,7 +35,7 @@ from coscheduling.framework.status import SUCCESS, Status
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache
+    from coscheduling.core.cache import Cache
     from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.runtime import Framework
 

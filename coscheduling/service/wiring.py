@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from coscheduling import GROUP_API, GROUP_VERSION, faults
+from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.budgets import Budget, parse_budget
 from coscheduling.api.dra import (
     API_PATH,
@@ -50,7 +50,7 @@ from coscheduling.cluster.queuestatus import QueueStatusWriter
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.cluster.unreadable import UnreadableObjects
 from coscheduling.config.types import SchedulerConfig
-from coscheduling.eventhandlers import (
+from coscheduling.core.eventhandlers import (
     DeviceEvents,
     FinishedPodEvents,
     NamespaceEvents,
@@ -61,13 +61,14 @@ from coscheduling.eventhandlers import (
     StoreEvents,
     VolumeEvents,
 )
+from coscheduling.core.scheduler import Scheduler
 from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, status_target
 from coscheduling.groups.table import KindTable
-from coscheduling.httpendpoint import HttpEndpoint
+from coscheduling.ops import faults
+from coscheduling.ops.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.proportion import Proportion
 from coscheduling.plugins.registry import default_registry
-from coscheduling.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from coscheduling.plugins.interpodaffinity import InterPodAffinity
 from coscheduling.plugins.proportion import Proportion
 
 if TYPE_CHECKING:
-    from coscheduling.scheduler import Scheduler
+    from coscheduling.core.scheduler import Scheduler
 
 R = TypeVar("R")
 V = TypeVar("V")

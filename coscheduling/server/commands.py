@@ -32,7 +32,7 @@ from coscheduling.server.servicer import SUBSCRIBED_METADATA
 if TYPE_CHECKING:
     from coscheduling.cluster.leaderelection import LeaderElector
     from coscheduling.config.types import GrpcPolicy, SchedulerConfig
-    from coscheduling.service import SchedulerService
+    from coscheduling.service.wiring import SchedulerService
 
 log = logging.getLogger(__name__)
 
@@ -151,11 +151,11 @@ def run_service(args: argparse.Namespace, *, command: str, loop: bool) -> int:
     """``coscheduling run`` (``loop``: the scheduling loop binds; gRPC beside it unless
     --no-grpc) and ``coscheduling serve`` (no loop: gRPC callers bind) are one procedure:
     configure, start, wait for a signal (or a lost lease), stop."""
-    from coscheduling import logs
-    from coscheduling.faults import FaultError
-    from coscheduling.httpendpoint import ListenError
-    from coscheduling.process import limit_malloc_arenas, load_config
-    from coscheduling.service import SchedulerService
+    from coscheduling.ops import logs
+    from coscheduling.ops.faults import FaultError
+    from coscheduling.ops.httpendpoint import ListenError
+    from coscheduling.service.process import limit_malloc_arenas, load_config
+    from coscheduling.service.wiring import SchedulerService
 
     limit_malloc_arenas()
     logs.setup(args.v, args.log_format)

@@ -17,8 +17,8 @@ from coscheduling.framework.status import Code, Status
 from coscheduling.server.gen import scheduling_pb2 as pb
 
 if TYPE_CHECKING:
+    from coscheduling.core.scheduler import Scheduler
     from coscheduling.framework.nodeinfo import NodeInfo
-    from coscheduling.scheduler import Scheduler
 
 # No real Pod is near this: etcd refuses objects over 1.5 MiB by default. A larger pod_json
 # is refused here, naming the field, well before the transport's own limit.

@@ -3,7 +3,7 @@ scheduling loop, by the gRPC server's caller-driven cycles and by its one-call S
 
 Selecting a node runs PreFilter, then takes the node the pod's gang claimed for it if that
 node still passes Filter (as kube-scheduler tries a nominated node first), else Filters and
-Scores the nodes and picks one (:class:`~coscheduling.placement.Placer`). Assume takes the
+Scores the nodes and picks one (:class:`~coscheduling.core.placement.Placer`). Assume takes the
 pod's room in the cache before Reserve; Permit's answer is recorded in the cycle state as
 framework data (permitted, or why it failed), which Unreserve plugins read; a Permit wait's
 decision is settled the same way. Undoing a cycle unreserves it, forgets the assumed pod,
@@ -22,13 +22,13 @@ from coscheduling.framework.status import Code, Status
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
-    from coscheduling.cache import Cache
     from coscheduling.cluster.reporter import Reporter
+    from coscheduling.core.cache import Cache
+    from coscheduling.core.placement import Placer
+    from coscheduling.core.queue import Activator, SchedulingQueue
     from coscheduling.framework.metrics import SchedulerMetrics
     from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.runtime import Framework
-    from coscheduling.placement import Placer
-    from coscheduling.queue import Activator, SchedulingQueue
 
 log = logging.getLogger(__name__)
 

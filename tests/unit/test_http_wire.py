@@ -1,4 +1,4 @@
-"""The API client's own HTTP/1.1 exchange (coscheduling.cluster.wire) against a scripted
+"""The API client's own HTTP/1.1 exchange (coscheduling.cluster.http_wire) against a scripted
 server on loopback: the answer shapes the API server sends, kept connections, and servers
 that close them."""
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from coscheduling.cluster import wire as wire_module
+from coscheduling.cluster import http_wire as wire_module
+from coscheduling.cluster.http_wire import Wire, WireError
 from coscheduling.cluster.kubeconfig import load_endpoint
-from coscheduling.cluster.wire import Wire, WireError
 
 Script = Callable[[socket.socket, int], None]
 """Handles one accepted connection (its index): reads requests, writes raw answers."""

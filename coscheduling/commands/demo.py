@@ -23,7 +23,7 @@ import yaml
 
 from coscheduling.api.pods import parse_pod
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient
-from coscheduling.explain import explain
+from coscheduling.commands.explain import explain
 from coscheduling.localcluster import LocalCluster, ensure_binaries
 from coscheduling.localcluster.launcher import free_ports
 

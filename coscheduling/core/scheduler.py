@@ -2,7 +2,7 @@
 
 Scheduling cycle (one thread, under the cache lock): PreFilter -> Filter on a sample of
 nodes -> PostFilter when none fits -> Score -> pick, then the pod's cycle
-(:mod:`coscheduling.cycle`): assume -> Reserve -> Permit. Binding cycle (worker pool, no
+(:mod:`coscheduling.core.cycle`): assume -> Reserve -> Permit. Binding cycle (worker pool, no
 lock while talking to the API server): PreBind -> Bind -> PostBind. A pod that must Wait at
 Permit occupies no worker: its decision (allow or reject) arrives as a callback and only then
 is its binding, or its undoing, queued.
@@ -23,10 +23,12 @@ from typing import TYPE_CHECKING
 
 from coscheduling.api.dra import DeviceStore
 from coscheduling.api.volumes import VolumeStore
-from coscheduling.cache import Cache, Listers
 from coscheduling.cluster.client import ApiError
 from coscheduling.config.types import SchedulerConfig
-from coscheduling.cycle import Cycles
+from coscheduling.core.cache import Cache, Listers
+from coscheduling.core.cycle import Cycles
+from coscheduling.core.placement import Placer, PluginsRunner
+from coscheduling.core.queue import Activator, SchedulingQueue
 from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState, settle
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import ClusterEventsPlugin, Plugin
@@ -36,10 +38,8 @@ from coscheduling.framework.registry import Registry
 from coscheduling.framework.runtime import EnabledPlugins, Framework
 from coscheduling.framework.status import SUCCESS, Code, Status
 from coscheduling.framework.waiting import WaitingPod, WaitingPods
-from coscheduling.placement import Placer, PluginsRunner
 from coscheduling.preemption.evict import ApiEvictor, Evictor
 from coscheduling.preemption.ledger import Ledger
-from coscheduling.queue import Activator, SchedulingQueue
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup

@@ -19,7 +19,7 @@ One re-entrant lock guards the cache and everything the scheduler keeps beside i
 state, waiting pods), because every decision reads all of it together.
 
 Every change to a node's usage or to the node itself is also written to a change log, so
-per-signature node tables (``coscheduling.placement``) re-evaluate only the nodes that
+per-signature node tables (``coscheduling.core.placement``) re-evaluate only the nodes that
 changed since they last looked.
 """
 
