@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from coscheduling.api.pods import parse_pod
-from coscheduling.localcluster.certs import _self_or_ca_signed
 from coscheduling.server import GrpcSettings, build_server
 from coscheduling.server.auth import Authorizer
 from coscheduling.server.gen import scheduling_pb2 as pb
@@ -27,7 +26,7 @@ from coscheduling.whatif import derive as derive_module
 from coscheduling.whatif.derive import MAX_DEPTH, MAX_PODS, derive
 from coscheduling.whatif.simulate import Answer, simulate
 from tests.simulation import SimCluster
-from tests.unit.test_grpc_security import CA_EXT, Pair, _leaf
+from tests.unit.test_grpc_security import CA_EXT, Pair, _leaf, make_certs
 
 UNSCHEDULABLE = pb.Code.Value("CODE_UNSCHEDULABLE")
 
@@ -36,22 +35,16 @@ UNSCHEDULABLE = pb.Code.Value("CODE_UNSCHEDULABLE")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
     """A CA, the server, and clients: two drivers (DNS SAN, common name), one limited to
     namespace a, and one whose only match is an email SAN."""
-    directory = tmp_path_factory.mktemp("reach")
-    made: dict[str, Pair] = {}
-
-    def make(name: str, common_name: str, ext: list[str], ca: str = "") -> None:
-        made[name] = (directory / f"{name}.crt", directory / f"{name}.key")
-        _self_or_ca_signed(*made[name], common_name, ext, made[ca] if ca else None)
-
-    make("ca", "test-ca", CA_EXT)
-    make("server", "coscheduling", _leaf("serverAuth", "IP:127.0.0.1"), "ca")
-    make("driver", "ignored-cn", _leaf("clientAuth", "DNS:driver.example"), "ca")
-    make("other", "other-driver", _leaf("clientAuth"), "ca")
-    make("team-a", "cn-a", _leaf("clientAuth", "URI:spiffe://example/team-a"), "ca")
-    make("emailer", "someone", _leaf("clientAuth", "email:driver.example"), "ca")
-    # The issue's case: an email SAN equal to a name configured untyped.
-    make("emailer-untyped", "someone", _leaf("clientAuth", "email:other-driver"), "ca")
-    return made
+    return make_certs(tmp_path_factory.mktemp("reach"), [
+        ("ca", "test-ca", CA_EXT, ""),
+        ("server", "coscheduling", _leaf("serverAuth", "IP:127.0.0.1"), "ca"),
+        ("driver", "ignored-cn", _leaf("clientAuth", "DNS:driver.example"), "ca"),
+        ("other", "other-driver", _leaf("clientAuth"), "ca"),
+        ("team-a", "cn-a", _leaf("clientAuth", "URI:spiffe://example/team-a"), "ca"),
+        ("emailer", "someone", _leaf("clientAuth", "email:driver.example"), "ca"),
+        # An email SAN equal to a name configured untyped.
+        ("emailer-untyped", "someone", _leaf("clientAuth", "email:other-driver"), "ca"),
+    ])
 
 
 @pytest.fixture

@@ -36,22 +36,29 @@ def _leaf(usage: str, sans: str = "") -> list[str]:
     return ext + ([f"subjectAltName = {sans}"] if sans else [])
 
 
+CertSpec = tuple[str, str, list[str], str]
+"""A certificate to make: (name, common name, OpenSSL extensions, the name of its CA or "")."""
+
+
+def make_certs(directory: Path, specs: list[CertSpec]) -> dict[str, Pair]:
+    """Each certificate of ``specs``, in order (a CA before those it signs), in ``directory``."""
+    made: dict[str, Pair] = {}
+    for name, common_name, ext, ca in specs:
+        made[name] = (directory / f"{name}.crt", directory / f"{name}.key")
+        _self_or_ca_signed(*made[name], common_name, ext, made[ca] if ca else None)
+    return made
+
+
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
     """A CA, the server's certificate, and clients named by common name or by SAN."""
-    directory = tmp_path_factory.mktemp("certs")
-    made: dict[str, Pair] = {}
-
-    def make(name: str, common_name: str, ext: list[str], ca: str = "") -> None:
-        made[name] = (directory / f"{name}.crt", directory / f"{name}.key")
-        _self_or_ca_signed(*made[name], common_name, ext, made[ca] if ca else None)
-
-    make("ca", "test-ca", CA_EXT)
-    make("server", "coscheduling", _leaf("serverAuth", "IP:127.0.0.1"), "ca")
-    make("reader", "dashboard", _leaf("clientAuth"), "ca")
-    make("writer", "ignored-cn", _leaf("clientAuth", "DNS:driver.example"), "ca")
-    make("stranger", "someone", _leaf("clientAuth"), "ca")
-    return made
+    return make_certs(tmp_path_factory.mktemp("certs"), [
+        ("ca", "test-ca", CA_EXT, ""),
+        ("server", "coscheduling", _leaf("serverAuth", "IP:127.0.0.1"), "ca"),
+        ("reader", "dashboard", _leaf("clientAuth"), "ca"),
+        ("writer", "ignored-cn", _leaf("clientAuth", "DNS:driver.example"), "ca"),
+        ("stranger", "someone", _leaf("clientAuth"), "ca"),
+    ])
 
 
 @pytest.mark.parametrize(("address", "loopback"), [
