@@ -61,8 +61,10 @@ class Cycles:
         self._names = frozenset(scheduler_names)
 
     def select(self, state: CycleState, pod: Pod) -> Selection:
-        """PreFilter, then the node for ``pod`` (see the module's docstring); nothing is held
-        for the pod itself (PreFilter of a gang member may claim room for its gang)."""
+        """PreFilter, then the node for ``pod`` (see the module's docstring); when no node
+        passes Filter, PostFilter (which may preempt: the victims go, the pod is nominated
+        and tries again later), its answer added to Filter's. Nothing is held for the pod
+        itself (PreFilter of a gang member may claim room for its gang)."""
         status = self._fw.run_pre_filter(state, pod)
         if not status.ok:
             return Selection(None, status)
@@ -71,7 +73,11 @@ class Cycles:
             return Selection(claimed, status)
         choice = self._placer.choose(state, pod)
         if choice.node is None:
-            why = Status(Code.UNSCHEDULABLE, (choice.summary(),), "Filter")
+            message = choice.summary()
+            post = self._fw.run_post_filter(state, pod, choice.failures)
+            if post.reasons:
+                message = f"{message} {post.message}."
+            why = Status(Code.UNSCHEDULABLE, (message,), "Filter")
             return Selection(None, why, choice.failures)
         return Selection(choice.node, status)
 

@@ -238,15 +238,8 @@ class Scheduler:
         state = CycleState()
         selected = self.cycles.select(state, pod)
         if selected.node is None:
-            status = selected.status
-            if selected.failures is not None:  # no node fits: PostFilter may preempt
-                message = status.message
-                post = self.framework.run_post_filter(state, pod, selected.failures)
-                if post.reasons:
-                    message = f"{message} {post.message}."
-                status = Status(Code.UNSCHEDULABLE, (message,), "Filter")
-            self._fail(pod, status, status.message)
-            return CycleResult(pod.key, status)
+            self._fail(pod, selected.status, selected.status.message)
+            return CycleResult(pod.key, selected.status)
         status = self.cycles.reserve(state, pod, selected.node, popped=True)
         if status.ok:
             status = self._permit(state, pod, selected.node)

@@ -165,9 +165,9 @@ class SchedulingServicer:
         return _verdict(pb.PermitResponse(), status, timeout)
 
     def Schedule(self, request: Any, context: Any) -> pb.ScheduleResponse:
-        """The loop's own cycle (Cycles.select, then Reserve and Permit as those RPCs run
-        them) in one call; a pod that cannot be placed keeps nothing: a Permit that refuses
-        it is undone at once, as Unreserve would."""
+        """The loop's own cycle (Cycles.select, PostFilter's preemption included, then
+        Reserve and Permit as those RPCs run them) in one call; a pod that cannot be placed
+        keeps nothing: a Permit that refuses it is undone at once, as Unreserve would."""
         arg = read_pod(request, "pod")
         caller = self._caller("Schedule", context, arg)
         with self._lock:

@@ -369,3 +369,22 @@ def test_a_standby_refuses_schedule_and_holds_nothing(sim: SimCluster) -> None:
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "not the leader; the leader is replica-a" in err.value.details()
     assert _held(sim, "ns/p") == (None, 0)
+
+
+def test_schedule_preempts_as_the_loop_does(sim: SimCluster, stub: Any) -> None:
+    """No node fits: Schedule runs PostFilter, as the loop's cycle does, so a caller's pod of
+    higher priority gets the lower pod evicted and is nominated; it holds nothing yet and
+    is placed on the freed node once the victim is gone."""
+    sim.add_node("n", cpu="2")
+    sim.add_pod("low", cpu="2", priority=10)
+    sim.run()
+    sim.add_pod("high", cpu="2", priority=1000)
+    answer = stub.Schedule(pb.ScheduleRequest(pod=ref("high")))
+    assert answer.WhichOneof("result") == "unschedulable", answer
+    assert "preempt" in answer.unschedulable.reason, answer.unschedulable.reason
+    assert sim.evictions.victims == ["ns/low"]
+    assert sim.evictions.nominated.get("ns/high") == "n"
+    assert _held(sim, "ns/high") == (None, 2000)  # the victim's room only: nothing assumed
+    sim.evictions.finish()  # the victim is gone
+    answer = stub.Schedule(pb.ScheduleRequest(pod=ref("high")))
+    assert (answer.WhichOneof("result"), answer.node_name) == ("allow", "n"), answer
