@@ -188,6 +188,7 @@ class Scheduler:
             name: registry.build(name, config.plugin_args.get(name, {}), handle)
             for name in sorted(plugins.all_names())
         }
+        handle.gangs.install(instances.values())
         return Framework(
             instances,
             EnabledPlugins(

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from coscheduling.api.dra import DeviceStore
 from coscheduling.api.objectref import ObjectRef
+from coscheduling.framework.gangs import GangExtensions
 from coscheduling.framework.status import Status
 
 if TYPE_CHECKING:
@@ -157,31 +158,6 @@ class Clock(Protocol):
         """Wall-clock seconds; plugins take time from here so tests can reason about it."""
 
 
-GangOrder = Callable[["PodGroup", "Pod", int], tuple[Any, ...]]
-"""(group, member, partial) -> the member's QueueSort key (DRF's order between gangs)."""
-
-
-@dataclass
-class GangPolicies:
-    """What plugins beside the gang plugin decide about gangs (kube-scheduler's workload
-    manager role): the order between gangs, what a gang may reclaim, and giving a gang's
-    claimed room back. Each is offered by the plugin that owns it when that plugin is built,
-    and used by the gang plugin through this role, so no plugin reaches into another."""
-
-    order: GangOrder | None = None
-    # (gang, missing members) -> eviction units beside lower-priority pods (reclaim).
-    reclaimable: Callable[[PodGroup, Sequence[Pod]], list[Any]] | None = None
-    # Told which victims a gang evicted from the reclaimable units.
-    reclaimed: Callable[[PodGroup, Any], None] | None = None
-    # (group key, reason) -> drop the gang's claims and current attempt, without freezing.
-    give_back: Callable[[str, str], None] | None = None
-    # group key -> (queue, room its reservation holds): counted toward the queues' shares.
-    reservations: Callable[[], Mapping[str, tuple[str, Mapping[str, int]]]] | None = None
-    # (group key, queue, more room) -> whether the gang's reservation may grow by it (the
-    # queues' policy: not beyond the queue's share while another queue is below its own).
-    may_reserve: Callable[[str, str, Mapping[str, int]], bool] | None = None
-
-
 @dataclass(frozen=True)
 class Handle:
     """The roles a plugin may take when it is built."""
@@ -202,4 +178,4 @@ class Handle:
     devices: DeviceStore = field(default_factory=DeviceStore)
     events: EventRecorder | None = None
     scheduler_names: tuple[str, ...] = ()
-    gangs: GangPolicies = field(default_factory=GangPolicies)
+    gangs: GangExtensions = field(default_factory=GangExtensions)

@@ -173,6 +173,49 @@ class ClusterEventsPlugin(Plugin):
         return False
 
 
+class GangOrderPlugin(Plugin):
+    """Orders gangs against each other (DRF): the gang plugin's QueueSort keys a member by
+    it, so members still leave the queue together."""
+
+    @abstractmethod
+    def gang_key(self, group: PodGroup, pod: Pod, partial: int) -> tuple[Any, ...]:
+        """The QueueSort key of ``pod``, a member of ``group`` (``partial``: 0 when the gang
+        is partly bound and goes first, else 1). Called under the cache lock."""
+
+
+class QueueSharePlugin(Plugin):
+    """Keeps queues to their shares (Proportion): what a gang may reclaim from queues over
+    theirs, and how far a gang's reservation may grow."""
+
+    @abstractmethod
+    def reclaimable(self, group: PodGroup, members: Sequence[Pod]) -> list[Any]:
+        """Eviction units the gang of ``members`` may take back beside lower-priority
+        pods (the preemption search's units)."""
+
+    @abstractmethod
+    def reclaimed(self, group: PodGroup, victims: Any) -> None:
+        """``victims`` (the search's choice among reclaimable units) are evicted for
+        ``group``: announce which queue took the room back."""
+
+    @abstractmethod
+    def may_reserve(self, group_key: str, queue: str, more: Mapping[str, int]) -> bool:
+        """Whether the gang's reservation may grow by ``more`` (the queues' policy)."""
+
+
+class GangKeeperPlugin(Plugin):
+    """Keeps gangs (Coscheduling): their claims, attempts and reservations."""
+
+    @abstractmethod
+    def give_back(self, group_key: str, reason: str) -> None:
+        """End the gang's attempt and drop its claims, without freezing it (its queue takes
+        the room back)."""
+
+    @abstractmethod
+    def reserved_room(self) -> Mapping[str, tuple[str, Mapping[str, int]]]:
+        """group key -> (queue, room its reservation holds), counted toward the queues'
+        shares."""
+
+
 @dataclass(frozen=True)
 class GangSummary:
     """Where a gang stands, for readers outside its plugin (the gRPC GetPodGroup)."""

@@ -87,9 +87,8 @@ class Preemption:
         own admission, which claims on success) would place them; None if none do. Victims
         its queue reclaims are announced (events, a metric) here."""
         found, reclaim = self.search_gang(group, members, place)
-        policies = self.handle.gangs
-        if found is not None and reclaim and policies.reclaimed is not None:
-            policies.reclaimed(group, found)
+        if found is not None and reclaim:
+            self.handle.gangs.reclaimed(group, found)
         return found
 
     def search_gang(self, group: PodGroup, members: Sequence[Pod],
@@ -111,10 +110,8 @@ class Preemption:
         found = choose(cache, units, fits, self.violations) if units else None
         if found is not None:
             return found, False
-        policies = self.handle.gangs
-        if policies.reclaimable is not None:
-            units = policies.reclaimable(group, members)
-            found = choose(cache, units, fits, self.violations) if units else None
+        units = self.handle.gangs.reclaimable(group, members)
+        found = choose(cache, units, fits, self.violations) if units else None
         return found, found is not None
 
 

@@ -16,6 +16,7 @@ from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     FilterPlugin,
+    GangKeeperPlugin,
     GangReporter,
     GangSimulator,
     GangSummary,
@@ -72,7 +73,7 @@ def _uid(owner: str) -> str:
 
 class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlugin,
                    PostFilterPlugin, ReservePlugin, PermitPlugin, ClusterEventsPlugin,
-                   GangReporter, GangSimulator):
+                   GangReporter, GangSimulator, GangKeeperPlugin):
     name = "Coscheduling"
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -87,11 +88,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         self.admitted: set[str] = set()
         # Each group's size as last seen (minMember, subgroups): a change thaws it.
         self.shapes: dict[str, tuple[int, Any]] = {}
-        self.policies = handle.gangs  # DRF's order between gangs, if the profile has it
-        self.policies.give_back = self._give_back
         self.reservations = Reservations(handle, self.manager.args, self.name,
                                          self._reservation_complete)
-        self.policies.reservations = self.reservations.by_group
         # Objects already warned about a malformed optional annotation: key -> message.
         self._warned: LRUCache[str, str] = LRUCache(maxsize=100_000)
 
@@ -104,9 +102,9 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         group = self.handle.groups.podgroup(group_key) if group_key else None
         since = group.created if group is not None else pod.created
         partial = 0 if group_key in self.partial_groups else 1
-        order = self.policies.order
-        if group is not None and order is not None:
-            return order(group, pod, partial)
+        key = self.handle.gangs.order(group, pod, partial) if group is not None else None
+        if key is not None:
+            return key
         return (-pod.priority, partial, since, group_key or pod.key, pod.created, pod.key)
 
     def queue_order_changed(self) -> bool:
@@ -396,7 +394,11 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         self.manager.reject(group_key, failure.reason, freeze=not failure.withdrawn,
                             timed_out=failure.timed_out)
 
-    def _give_back(self, group_key: str, reason: str) -> None:
+    def reserved_room(self) -> Mapping[str, tuple[str, Mapping[str, int]]]:
+        """group key -> (queue, room held): what the queues count toward their shares."""
+        return self.reservations.by_group()
+
+    def give_back(self, group_key: str, reason: str) -> None:
         """Another plugin (queues) takes back the room the gang claimed: its attempt ends,
         without freezing it."""
         self.manager.reject(group_key, reason, freeze=False)

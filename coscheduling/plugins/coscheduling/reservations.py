@@ -304,11 +304,10 @@ class Reservations:
                       held: dict[str, int]) -> dict[str, int]:
         """Growth beyond the queue's deserved share, while another queue is below its own,
         is not taken (the queues' policy says)."""
-        allowed = self.handle.gangs.may_reserve
         extra = {r: v - target.held.get(r, 0) for r, v in held.items()
                  if v > target.held.get(r, 0)}
-        if allowed is None or not extra or allowed(reservation.group_key, reservation.queue,
-                                                   extra):
+        if not extra or self.handle.gangs.may_reserve(reservation.group_key, reservation.queue,
+                                                      extra):
             return held
         return {r: min(v, target.held.get(r, 0)) for r, v in held.items()}
 

@@ -18,6 +18,7 @@ from coscheduling.api.quantity import PODS, add_into
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
+    GangOrderPlugin,
     PreFilterPlugin,
 )
 from coscheduling.framework.status import SUCCESS, Status
@@ -37,7 +38,7 @@ def dominant_share(held: Mapping[str, int], capacity: Mapping[str, int]) -> Frac
                 if amount > 0 and capacity.get(r, 0) > 0), default=Fraction(0))
 
 
-class DRF(PreFilterPlugin, ClusterEventsPlugin):
+class DRF(PreFilterPlugin, ClusterEventsPlugin, GangOrderPlugin):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -46,7 +47,6 @@ class DRF(PreFilterPlugin, ClusterEventsPlugin):
         # gang -> priority, so a key costs O(1) and not a look at every member (refreshed
         # with the shares; a gang first seen between refreshes is looked at once).
         self.priorities: dict[str, int] = {}
-        handle.gangs.order = self.gang_key  # the gang plugin's QueueSort orders gangs by it
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         return SUCCESS

@@ -128,7 +128,7 @@ def build_book(handle: Handle, queues: Mapping[str, Queue]) -> Book:
 def _add_reservations(handle: Handle, ledgers: Mapping[str, QueueLedger]) -> None:
     """Room reserved for a gang counts toward its queue's share as allocated, and is no
     longer asked for."""
-    reserved = handle.gangs.reservations() if handle.gangs.reservations is not None else {}
+    reserved = handle.gangs.reserved_room()
     for queue_name, held in reserved.values():
         ledger = ledgers.get(queue_name)
         if ledger is not None:
@@ -140,7 +140,7 @@ def _add_reservations(handle: Handle, ledgers: Mapping[str, QueueLedger]) -> Non
 
 def reserved_for(handle: Handle, group_key: str) -> dict[str, int]:
     """What the gang's own reservation holds (its admission does not count it twice)."""
-    reserved = handle.gangs.reservations() if handle.gangs.reservations is not None else {}
+    reserved = handle.gangs.reserved_room()
     found = reserved.get(group_key)
     return dict(found[1]) if found is not None else {}
 

@@ -19,6 +19,7 @@ from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     PreFilterPlugin,
+    QueueSharePlugin,
 )
 from coscheduling.framework.pacing import Pace
 from coscheduling.framework.status import SUCCESS, Status
@@ -49,7 +50,7 @@ NAME = "Proportion"
 log = logging.getLogger(__name__)
 
 
-class Proportion(PreFilterPlugin, ClusterEventsPlugin):
+class Proportion(PreFilterPlugin, ClusterEventsPlugin, QueueSharePlugin):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -62,10 +63,6 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         self._book_at: tuple[int, ...] = ()  # what the cache and queues were for it
         self._pace = Pace()  # the once-a-second ledger, paced on large clusters
         self._queues_version = 0
-        # The gang plugin's preemption may reclaim what queues over their share borrowed.
-        handle.gangs.reclaimable = self.reclaimable
-        handle.gangs.reclaimed = self.reclaimed
-        handle.gangs.may_reserve = self.may_reserve
         # Gangs activated for room given back and not tried since: the next room given
         # back goes to the gangs after them.
         self._offered: set[str] = set()
@@ -111,8 +108,8 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         is placed yet, it passes the admission of a pending gang again, its queue's newer
         such gangs counted as pending too (the newest give back first). Failing it, its
         claims go and the waiting gangs of queues below their share are tried at once."""
-        give_back, cache = self.handle.gangs.give_back, self.handle.cache
-        if give_back is None or any(p.node_name or cache.is_assumed(p.key)
+        gangs, cache = self.handle.gangs, self.handle.cache
+        if not gangs.kept or any(p.node_name or cache.is_assumed(p.key)
                                     for p in cache.group_pods(group.key)) \
                 or self.handle.preemption.victims_left(gang_preemptor(group.key)):
             return ""  # started, or still waiting for its victims: the ledger is not read
@@ -128,7 +125,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin):
         if not why:
             return ""
         why = f"gives back the room it claimed, as its queue is over its share now: {why}"
-        give_back(group.key, why)
+        gangs.give_back(group.key, why)
         self.handle.status.group_event(group, "Normal", "ClaimReturned", why)
         self.handle.activator.capacity_freed()
         takers = self._takers(as_pending(book, group.queue, [group.key]), group.queue, claims)
