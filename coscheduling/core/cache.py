@@ -212,6 +212,16 @@ class Cache:
     def group_keys(self) -> list[str]:
         return list(self._groups)
 
+    def label_keys(self) -> frozenset[str]:
+        """The label keys the index of placed pods keeps current (a selector's first use
+        adds its keys)."""
+        return self._labels.keys()
+
+    def forget_label_keys_but(self, kept: frozenset[str]) -> None:
+        """Stop indexing label keys other than ``kept`` (a read-only call's made-up pods
+        must not leave keys that every later placement keeps current)."""
+        self._labels.forget_keys_but(kept)
+
     def set_pod(self, pod: Pod) -> Pod | None:
         """Record a pod from the watch; returns the previous record."""
         with self.lock:

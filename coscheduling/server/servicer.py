@@ -472,17 +472,14 @@ def read_only(scheduler: Scheduler) -> Iterator[None]:
     pod may be made up, with any selector) are dropped when it ends, so no later placement
     keeps them current. Keys indexed before stay. The lock is taken here (Simulate lets it
     go between its steps); a key the loop first asks for meanwhile is indexed again later."""
-    lock = scheduler.cache.lock
-    with lock:
-        info = next(iter(scheduler.cache.nodes()), None)  # every node record shares the index
-        index = info.label_index if info is not None else None
-        kept = index.keys() if index is not None else frozenset()
+    cache = scheduler.cache
+    with cache.lock:
+        kept = cache.label_keys()
     try:
         yield
     finally:
-        if index is not None:
-            with lock:
-                index.forget_keys_but(kept)
+        with cache.lock:
+            cache.forget_label_keys_but(kept)
 
 
 Verdict = TypeVar("Verdict", pb.PermitResponse, pb.ScheduleResponse)
