@@ -133,8 +133,13 @@ BAD_QUEUES: list[tuple[Any, str]] = [
     ({"reclaimable": "yes"}, "spec.reclaimable"),
 ]
 
-# Run-time refusals the API server cannot make first, by the function and the start of the
-# message's text, and why.
+# Run-time refusals in api/podgroups.py and api/queues.py that the API server cannot make
+# first, by (function, the start of the message's text): why. None today. What the scheduler
+# also checks about a group but no CRD rule can, so it stays a run-time message: that the
+# Queue in spec.queue and the PriorityClass in spec.priorityClassName exist (other objects;
+# the gang waits, saying so), and the expected-runtime and max-reservation-seconds
+# annotations (a CRD rule sees only metadata.name and generateName; a bad one is a Warning
+# event, never a refusal).
 NOT_AT_ADMISSION: dict[tuple[str, str], str] = {}
 
 
