@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.localcluster import LocalCluster
@@ -21,7 +22,7 @@ from tests.admission_cases import (
     podgroup,
     queue,
 )
-from tests.integration.fixtures import kubectl
+from tests.integration.fixtures import CRD_DIR, kubectl
 from tests.integration.kube import wait_until
 
 
@@ -91,3 +92,39 @@ def test_crd_has_short_names_status_subresource_and_columns(local_cluster: Local
     assert "status" in version["subresources"]
     columns = {c["name"] for c in version["additionalPrinterColumns"]}
     assert {"Phase", "MinMember", "Scheduled", "Running", "Age"} <= columns
+
+
+def _without_rules(node: Any) -> Any:
+    """The schema without its CEL rules: the CRD as it was before they were added."""
+    if isinstance(node, dict):
+        return {k: _without_rules(v) for k, v in node.items() if k != "x-kubernetes-validations"}
+    if isinstance(node, list):
+        return [_without_rules(v) for v in node]
+    return node
+
+
+def test_a_group_stored_before_the_rules_keeps_its_status_written_until_fixed(
+        local_cluster: LocalCluster, kube: KubeClient, crd: None, namespace: str) -> None:
+    """An upgrade that adds the rules (helm upgrade) over a group they refuse: the scheduler
+    still writes its status (the refusal's reason goes there), labels still change, a spec
+    change that leaves it wrong is refused, and the fix is accepted."""
+    path = CRD_DIR / "podgroups.batch.scheduler.tencent.com.yaml"
+    current = yaml.safe_load(path.read_text())
+    bad = {"minMember": 2, "minGroups": 3, "subGroups": [{"name": "a", "minMember": 1},
+                                                         {"name": "b", "minMember": 1}]}
+    try:
+        kubectl(local_cluster, "apply", "-f", "-", stdin=json.dumps(_without_rules(current)))
+        wait_until(lambda: _apply(local_cluster, podgroup(bad, "old", namespace))[0] == 0,
+                   timeout=30, what="the rule-less CRD to take the group")
+    finally:
+        kubectl(local_cluster, "apply", "-f", str(path))
+    wait_until(lambda: _apply(local_cluster, podgroup(bad, "new", namespace))[0] != 0,
+               timeout=30, what="the rules to be served again")
+    group = f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups/old"
+    kube.patch(f"{group}/status", {"status": {"phase": "Pending"}})
+    kube.patch(group, {"metadata": {"labels": {"team": "a"}}})
+    with pytest.raises(ApiError) as refused:
+        kube.patch(group, {"spec": {"minMember": 3}})
+    assert "spec.minGroups" in str(refused.value)
+    kube.patch(group, {"spec": {"minGroups": 2}})
+    assert kube.get(group)["status"]["phase"] == "Pending"
