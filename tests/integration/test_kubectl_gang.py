@@ -194,16 +194,6 @@ def test_label_selector(gangs: Gangs, capsys: pytest.CaptureFixture[str], select
     assert sorted(item["name"] for item in json.loads(out)["items"]) == names
 
 
-def test_every_flag_has_help() -> None:
-    parser = kubectl_gang.build_parser()
-    parsers = [parser, *next(a for a in parser._actions
-                             if isinstance(a, kubectl_gang.argparse._SubParsersAction))
-               .choices.values()]
-    silent = [(p.prog, a.option_strings or a.dest) for p in parsers for a in p._actions
-              if not a.help and not isinstance(a, kubectl_gang.argparse._SubParsersAction)]
-    assert not silent, silent
-
-
 class Lines:
     """A process's stdout, line by line, with a deadline per line."""
 
