@@ -35,7 +35,7 @@ from google.protobuf.json_format import MessageToDict
 
 from coscheduling.api.membership import LABEL_ONLY
 from coscheduling.api.pods import parse_pod
-from coscheduling.api.times import format_duration, format_rfc3339, parse_rfc3339
+from coscheduling.api.times import format_rfc3339, parse_rfc3339
 from coscheduling.cluster.client import ApiError, ClientSettings, KubeClient, q
 from coscheduling.cluster.informer import Informer, object_key, wait_synced
 from coscheduling.cluster.kubeconfig import (
@@ -236,14 +236,34 @@ def _columns(wide: bool, all_namespaces: bool) -> list[str]:
     return (["NAMESPACE"] if all_namespaces else []) + names + ["AGE", "WHY"]
 
 
+def age(seconds: float) -> str:
+    """An age as kubectl's AGE column shows it (two units while short: 4m20s, 5h3m, 2d4h)."""
+    whole = int(seconds)
+    minutes, hours, days = whole // 60, whole // 3600, whole // 86400
+    if whole < 120:
+        return f"{whole}s"
+    if minutes < 10:
+        return f"{minutes}m{whole % 60}s" if whole % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y{days % 365}d" if days < 365 * 8 else f"{days // 365}y"
+
+
 def as_row(gang: Gang, columns: list[str], now: float) -> list[str]:
-    age = now - gang.created if gang.created else 0.0
     cells = {
         "NAMESPACE": gang.namespace, "NAME": gang.name, "KIND": gang.source,
         "PHASE": gang.phase or "-", "PLACED/MIN": f"{gang.placed}/{gang.min_member}",
         "MEMBERS": str(gang.members), "RUNNING": str(gang.running), "QUEUE": gang.queue or "-",
         "PRIORITY": gang.priority_class or "-", "NODES": ",".join(gang.nodes) or "-",
-        "AGE": format_duration(round(age)) if age > 0 else "-", "WHY": gang.why or "-",
+        "AGE": age(now - gang.created) if gang.created else "-", "WHY": gang.why or "-",
     }
     return [cells[column] for column in columns]
 

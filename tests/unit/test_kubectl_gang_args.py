@@ -46,3 +46,13 @@ def test_every_flag_has_help() -> None:
               for p in _parsers(kubectl_gang.build_parser()) for a in p._actions
               if not a.help and not isinstance(a, argparse._SubParsersAction)]
     assert not silent, silent
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (0, "0s"), (59.9, "59s"), (119, "119s"), (120, "2m"), (260, "4m20s"), (599, "9m59s"),
+    (600, "10m"), (3 * 3600 - 1, "179m"), (3 * 3600, "3h"), (5 * 3600 + 180, "5h3m"),
+    (8 * 3600, "8h"), (47 * 3600, "47h"), (2 * 86400 + 4 * 3600, "2d4h"), (8 * 86400, "8d"),
+    (729 * 86400, "729d"), (800 * 86400, "2y70d"), (9 * 365 * 86400, "9y"),
+])
+def test_age_as_kubectl_shows_it(seconds: float, shown: str) -> None:
+    assert kubectl_gang.age(seconds) == shown
