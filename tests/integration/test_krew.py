@@ -55,15 +55,16 @@ def test_krew_installs_the_manifest_and_kubectl_runs_the_plugin(
     installed = _install(krew, root, MANIFEST, path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "Installed plugin: gang" in installed.stdout + installed.stderr
-    kube.create(f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups",
-                {"apiVersion": "batch.scheduler.tencent.com/v1", "kind": "PodGroup",
-                 "metadata": {"name": "via-krew"}, "spec": {"minMember": 2}})
+    groups = f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups"
+    kube.create(groups, {"apiVersion": "batch.scheduler.tencent.com/v1", "kind": "PodGroup",
+                         "metadata": {"name": "via-krew"}, "spec": {"minMember": 2}})
     env = {**os.environ, "PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
            "COSCHEDULING_PYTHON": sys.executable}
     # kubectl takes no flag before a plugin's name: they all go after the command.
     listed = subprocess.run(["kubectl", "gang", "list", "--kubeconfig",
                              str(local_cluster.kubeconfig), "-n", namespace, "-o", "name"],
                             env=env, capture_output=True, text=True, timeout=60, check=False)
+    kube.delete(f"{groups}/via-krew")  # now, not with the namespace (see test_kubectl_gang)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split() == ["podgroup.batch.scheduler.tencent.com/via-krew"]
 

@@ -24,7 +24,7 @@ from coscheduling import kubectl_gang
 from coscheduling.api.membership import LABEL_ONLY_MIN, LABEL_ONLY_NAME
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
-from tests.integration.kube import create_pod, delete_podgroup, pod_body
+from tests.integration.kube import create_pod, delete_podgroup, pod_body, wait_until
 
 PG = "batch.scheduler.tencent.com/v1"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -49,7 +49,7 @@ def _podgroup(kube: KubeClient, namespace: str, name: str, labels: dict[str, str
 
 @pytest.fixture
 def gangs(local_cluster: LocalCluster, kube: KubeClient, crd: None, namespace: str,
-          make_node: Any) -> Gangs:
+          make_node: Any) -> Iterator[Gangs]:
     node = f"kg-{uuid.uuid4().hex[:6]}"
     make_node(node)
     _podgroup(kube, namespace, "train", {"team": "a"}, minMember=3, queue="research",
@@ -64,7 +64,15 @@ def gangs(local_cluster: LocalCluster, kube: KubeClient, crd: None, namespace: s
         create_pod(kube, namespace, pod_body(
             f"solo-{index}", scheduler="batch-scheduler",
             labels={LABEL_ONLY_NAME: "solo", LABEL_ONLY_MIN: "2", "team": "c"}))
-    return Gangs(namespace, node, local_cluster.kubeconfig)
+    yield Gangs(namespace, node, local_cluster.kubeconfig)
+    # Gone now rather than whenever the namespace's deletion gets to them (pods bound to a
+    # node without a kubelet would stay Terminating): a later test's scheduler, which sees
+    # every namespace, must not see them vanish under it.
+    for path in (f"/api/v1/namespaces/{namespace}/pods",
+                 f"/apis/{PG}/namespaces/{namespace}/podgroups"):
+        kube.delete(path, gracePeriodSeconds=0)
+        wait_until(lambda p=path: not kube.get(p)["items"], timeout=30,
+                   what=f"{path} to be empty")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
