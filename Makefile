@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
 .PHONY: all venv lock image-context test unit integration lint proto proto-check cluster \
-	cluster-down demo clean node-packages image image-packages e2e
+	cluster-down demo clean node-packages image image-packages e2e krew-archive
 
 all: test
 
@@ -123,6 +123,11 @@ proto-check: $(STAMP)
 	$(PY) proto/generate.py "$$tmp" && \
 	diff -r -x __pycache__ "$$tmp" coscheduling/server/gen && \
 	echo "proto-check: coscheduling/server/gen is up to date"
+
+# kubectl gang's krew archive (dist/kubectl-gang.zip) and its sha256, which
+# deploy/krew/gang.yaml names: kubectl krew install --manifest=... --archive=...
+krew-archive:
+	$(PYTHON) deploy/krew/archive.py dist/kubectl-gang.zip
 
 # The main job: the seed examples on a local control plane started here, then stopped.
 demo: $(STAMP)

@@ -362,16 +362,13 @@ def read_priority_and_queue(group: PodGroup, spec: dict[str, Any], errors: list[
 
 
 def parse_amounts(raw: object, path: str, errors: list[str]) -> dict[str, int]:
-    """A ResourceList field of non-negative quantities; what is wrong goes to ``errors``."""
+    """A ResourceList field of non-negative quantities (``to_units`` refuses a negative
+    one); what is wrong goes to ``errors``."""
     try:
-        amounts = parse_resource_list(raw)
+        return parse_resource_list(raw)
     except QuantityError as err:
         errors.append(f"{path}: {err}")
         return {}
-    if any(v < 0 for v in amounts.values()):
-        errors.append(f"{path}: quantities must not be negative")
-        return {}
-    return amounts
 
 
 def valid_label_key(key: str) -> bool:

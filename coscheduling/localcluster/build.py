@@ -36,6 +36,7 @@ __all__ = [
     "cache_dir",
     "ensure_binaries",
     "ensure_helm",
+    "ensure_krew",
     "ensure_kubelet",
     "ensure_quantitycheck",
     "exclusive_lock",
@@ -317,6 +318,19 @@ def ensure_helm(log: Log = _default_log) -> Path:
     out = cache_dir() / "bin" / f"helm-v{HELM_VERSION}" / "helm"
     stamp = f"-s -w -X {HELM_MODULE}/internal/version.version=v{HELM_VERSION}"
     target = _Target("helm", f"{HELM_MODULE}/cmd/helm", "helm", HELM_VERSION, out, stamp)
+    return _ensure_tool(target, log)
+
+
+KREW_MODULE = "sigs.k8s.io/krew"
+KREW_VERSION = required_version(GOMOD_DIR / "krew" / "go.mod", KREW_MODULE)
+
+
+def ensure_krew(log: Log = _default_log) -> Path:
+    """krew (for the test that installs deploy/krew/gang.yaml from a local archive), built
+    once from Go modules like helm."""
+    out = cache_dir() / "bin" / f"krew-v{KREW_VERSION}" / "krew"
+    stamp = f"-s -w -X {KREW_MODULE}/internal/version.gitTag=v{KREW_VERSION}"
+    target = _Target("krew", f"{KREW_MODULE}/cmd/krew", "krew", KREW_VERSION, out, stamp)
     return _ensure_tool(target, log)
 
 
