@@ -28,7 +28,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 
 from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
@@ -268,23 +267,6 @@ class Cache:
             self.drop_claim(key)
             self._recount(key)
             return pod
-
-    @contextmanager
-    def without(self, pods: Iterable[Pod]) -> Iterator[None]:
-        """The cluster as it would be with ``pods`` (bound ones) gone, for the length of the
-        block: what preemption asks of every filter. Restored on exit; under the lock."""
-        with self.lock:
-            gone = [(p.node_name, self._nodes[p.node_name].pods[p.key]) for p in pods
-                    if p.node_name in self._nodes and p.key in self._nodes[p.node_name].pods]
-            for node_name, pod in gone:
-                self._nodes[node_name].remove_pod(pod.key)
-                self._touch(node_name)
-            try:
-                yield
-            finally:
-                for node_name, pod in gone:
-                    self._nodes[node_name].add_pod(pod)
-                    self._touch(node_name)
 
     def hand_over(self, victims: Iterable[Pod], takers: Iterable[str]) -> None:
         """``victims`` were evicted to make room for the claims of ``takers`` (pod keys):
