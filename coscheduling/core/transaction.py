@@ -75,6 +75,7 @@ class Transaction:
         self._root = self
         self._start = 0
         self._open = False
+        self._thread = 0  # the thread that entered it, holding the lock
         # The root's record: the inverse of every change still in effect, oldest first,
         # and the evictions among them (index in the record, what each took off).
         self._undo: list[Undo] = []
@@ -89,6 +90,7 @@ class Transaction:
             self._start = len(self._root._undo)
         scopes.append(self)
         self._open = True
+        self._thread = threading.get_ident()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -103,6 +105,8 @@ class Transaction:
         scopes = self._cache.scopes
         assert self._open and scopes and scopes[-1] is self, \
             "a transaction is used only while it is the innermost open one"
+        assert self._thread == threading.get_ident(), \
+            "a transaction is used only by the thread that holds the cache lock for it"
 
     def _close(self) -> None:
         self._cache.scopes.pop()

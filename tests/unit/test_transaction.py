@@ -8,6 +8,7 @@ some point is marked changed since then, so per-signature node tables re-read it
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -388,3 +389,18 @@ def test_a_rollback_to_a_savepoint_undoes_only_what_came_after() -> None:
         assert [cache.claimed_node(p.key) for p in (first, second, third)] == ["n0", "", ""]
         assert cache.group_nodes("ns/g1") == {"n0": 1}
     assert cache.claimed_node(first.key) == "" and not cache.group_nodes("ns/g1")
+
+
+def test_another_thread_cannot_use_an_open_transaction() -> None:
+    cache = Cache()
+    errors: list[BaseException] = []
+    with cache.transaction() as tx:
+        def use() -> None:
+            try:
+                tx.mark()
+            except AssertionError as error:
+                errors.append(error)
+        worker = threading.Thread(target=use)
+        worker.start()
+        worker.join()
+    assert errors and "holds the cache lock" in str(errors[0])
