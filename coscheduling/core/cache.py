@@ -28,13 +28,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 
 from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
 from coscheduling.api.podaffinity import AffinityIndex, LabelSelector, PodAffinity
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
+from coscheduling.core.transaction import Placement, Transaction
 from coscheduling.framework.labelindex import LabelIndex
 from coscheduling.framework.nodeinfo import NodeInfo
 
@@ -69,6 +69,8 @@ class Cache:
         self.priorities: Counter[int] = Counter()
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self._labels: LabelIndex[NodeInfo] = LabelIndex()
+        # The open transaction and the scopes nested in it, outermost first.
+        self.scopes: list[Transaction] = []
 
     def lowest_priority(self) -> int | None:
         """The lowest priority of a pod on a node (bound or assumed); None if there is none."""
@@ -276,23 +278,6 @@ class Cache:
             self._recount(key)
             return pod
 
-    @contextmanager
-    def without(self, pods: Iterable[Pod]) -> Iterator[None]:
-        """The cluster as it would be with ``pods`` (bound ones) gone, for the length of the
-        block: what preemption asks of every filter. Restored on exit; under the lock."""
-        with self.lock:
-            gone = [(p.node_name, self._nodes[p.node_name].pods[p.key]) for p in pods
-                    if p.node_name in self._nodes and p.key in self._nodes[p.node_name].pods]
-            for node_name, pod in gone:
-                self._nodes[node_name].remove_pod(pod.key)
-                self._touch(node_name)
-            try:
-                yield
-            finally:
-                for node_name, pod in gone:
-                    self._nodes[node_name].add_pod(pod)
-                    self._touch(node_name)
-
     def hand_over(self, victims: Iterable[Pod], takers: Iterable[str]) -> None:
         """``victims`` were evicted to make room for the claims of ``takers`` (pod keys):
         until they are gone, their room and those claims are counted once."""
@@ -358,6 +343,57 @@ class Cache:
 
     def claimed_node(self, pod_key: str) -> str:
         return self._claims.get(pod_key, "")
+
+    # -- transactions -------------------------------------------------------------------
+    def transaction(self) -> Transaction:
+        """Tentative changes recorded with their inverses (``coscheduling.core.transaction``):
+        enter it (that takes the lock); it discards unless committed."""
+        return Transaction(self)
+
+    def record(self, name: str) -> NodeInfo | None:
+        """The node record of ``name``, a deleted node's (still holding pods) included."""
+        return self._nodes.get(name)
+
+    def placement(self, pod_key: str, *nodes: str) -> Placement:
+        """Where ``pod_key`` is assumed and claimed now, for :meth:`restore`; ``nodes``: other
+        nodes a change may put it on."""
+        assumed, claimed = self._assumed.get(pod_key), self._claims.get(pod_key)
+        assumed_info = self._nodes.get(assumed) if assumed is not None else None
+        claim_info = self._nodes.get(claimed) if claimed is not None else None
+        names = {n for n in (assumed, claimed, *nodes) if n}
+        return Placement(
+            assumed, assumed_info.pods.get(pod_key) if assumed_info is not None else None,
+            claimed, claim_info.claims.get(pod_key) if claim_info is not None else None,
+            frozenset(n for n in names if n in self._nodes))
+
+    def restore(self, pod_key: str, before: Placement) -> None:
+        """Put ``pod_key``'s assumption and claim back as ``before`` (a transaction's undo):
+        node records, the group counts and every index follow; node records a change made
+        go again."""
+        now = self.placement(pod_key)
+        if now.assumed is not None:
+            del self._assumed[pod_key]
+            if now.assumed in self._nodes:
+                self._nodes[now.assumed].remove_pod(pod_key)
+        if now.claimed is not None:
+            del self._claims[pod_key]
+            if now.claimed in self._nodes:
+                self._nodes[now.claimed].remove_claim(pod_key)
+        if before.assumed is not None:
+            self._assumed[pod_key] = before.assumed
+            if before.assumed_pod is not None:
+                self._node_info(before.assumed).add_pod(before.assumed_pod)
+        if before.claimed is not None:
+            self._claims[pod_key] = before.claimed
+            if before.claim_pod is not None:
+                self._node_info(before.claimed).add_claim(before.claim_pod)
+        for name in {n for n in (*now.records, before.assumed, before.claimed) if n}:
+            self._touch(name)
+            info = self._nodes.get(name)
+            if (info is not None and name not in before.records and info.node is None
+                    and not info.pods and not info.claims):
+                del self._nodes[name]
+        self._recount(pod_key)
 
 
 class Listers:

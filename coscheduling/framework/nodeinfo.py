@@ -196,6 +196,10 @@ class NodeInfo:
         self._shared_memo.clear()
         self.handovers[victim] = takers
 
+    def forget_shared(self) -> None:
+        """The hand-overs were set anew: what is shared is counted again when asked."""
+        self._shared_memo.clear()
+
     def take_back(self, victim: str) -> bool:
         """``victim``'s room is its own again (it is gone, or its eviction failed); whether
         it was handed over."""

@@ -99,11 +99,8 @@ class Preemption:
         cache = self.handle.cache
 
         def fits() -> bool:
-            if place():
-                return False
-            for member in members:
-                cache.drop_claim(member.key)
-            return True
+            with cache.transaction():  # the trial's claims are discarded
+                return not place()
 
         everyone = [*members, *(p for p in cache.group_pods(group.key) if p.node_name)]
         units = self.units(self.gang_priority(group, everyone), group.key)

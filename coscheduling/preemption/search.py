@@ -54,7 +54,8 @@ def choose(cache: SchedulerCache, units: Sequence[Unit], fits: Fits,
         trial = dict(evicted)
         for pod in pods:
             trial.pop(pod.key, None)
-        with cache.without(trial.values()):
+        with cache.transaction() as tx:  # discarded: the victims stay
+            tx.evict(trial.values())
             if not fits():
                 return False
         evicted = trial

@@ -120,7 +120,8 @@ def _judge_waiting(scheduler: Scheduler, simulator: GangSimulator, group: PodGro
     usable = _Usable(scheduler)
     with _hypothetical(scheduler, group, pods):
         bound = [p for p in cache.pods() if p.node_name and cache.node(p.node_name) is not None]
-        with cache.without(bound):
+        with cache.transaction() as tx:  # discarded: the pods stay
+            tx.evict(bound)
             empty = simulator.trial(group, pods, preempt=False)
             # The nodes each shape of member may use, on the empty cluster.
             for member in {usable.shape(m): m for m in members}.values():

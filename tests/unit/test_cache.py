@@ -93,8 +93,8 @@ def test_handed_over_room_is_counted_once(case: Case) -> None:
 
 
 def test_a_simulated_eviction_of_a_victim_does_not_count_its_room_twice() -> None:
-    """Preemption's simulation takes a victim out (``without``): the claims sharing its
-    room then count in full, so nothing is freed twice."""
+    """Preemption's simulation takes a victim out (a transaction's tentative eviction): the
+    claims sharing its room then count in full, so nothing is freed twice."""
     cache = Cache()
     cache.set_node(parse_node({"metadata": {"name": "n"},
                                "status": {"allocatable": {"cpu": "8"}}}))
@@ -107,7 +107,8 @@ def test_a_simulated_eviction_of_a_victim_does_not_count_its_room_twice() -> Non
     cache.hand_over([victim], [claimant.key])
     info = cache.node("n")
     assert info is not None and info.used("cpu") == 8000
-    with cache.without([victim]):
+    with cache.transaction() as tx:
+        tx.evict([victim])
         assert info.used("cpu") == 8000
     assert info.used("cpu") == 8000
 
@@ -193,7 +194,8 @@ def test_pods_found_by_label_are_every_matching_pod_on_a_node_record() -> None:
             continue
         selector = rng.choice(selectors)
         assert selector is not None
-        with cache.without([p for p in cache.pods() if p.node_name and rng.random() < 0.2]):
+        with cache.transaction() as tx:
+            tx.evict([p for p in cache.pods() if p.node_name and rng.random() < 0.2])
             offered = cache.labelled(selector)
             if offered is None:  # names no label value: the caller visits every node
                 assert all(r.operator != "In" for r in selector.requirements)

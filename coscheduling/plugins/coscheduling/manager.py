@@ -280,7 +280,8 @@ class GangManager:
     def trial(self, pod: Pod, group: PodGroup, select_node: SelectNode,
               candidates: Iterable[Pod]) -> tuple[list[Pod], str]:
         """The admission of :meth:`admit` without its commit (a what-if): (the members it
-        placed, each holding a claim the caller drops; why it cannot, "" when it can)."""
+        placed, each holding a claim the caller's transaction discards; why it cannot, ""
+        when it can)."""
         counts = self.counts(group.key)
         members = self.missing(pod, group, candidates, counts)
         if isinstance(members, str):
@@ -289,7 +290,8 @@ class GangManager:
 
     def retry_placement(self, group: PodGroup, members: list[Pod],
                         select_node: SelectNode) -> str:
-        """Place ``members`` again as :meth:`trial` did (after its claims were dropped)."""
+        """Place ``members`` again as :meth:`trial` did (in a transaction that no longer
+        holds its claims)."""
         return self._place(group, members, select_node, self.counts(group.key))
 
     def missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
@@ -345,9 +347,11 @@ class GangManager:
         if victims is None:
             return ""
         cache = self.handle.cache
-        with cache.without(victims.pods):
+        with cache.transaction() as tx:
+            tx.evict(victims.pods)
             if place():
                 return ""
+            tx.commit()  # the claims stay; the victims return until they are gone
         self._commit(group, members)
         gang = self.state(group.key)
         gang.preempting = True

@@ -273,23 +273,18 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         forgotten before this returns, and nothing is evicted, frozen or announced."""
         if not members:
             return GangTrial(False, reason="no member pods")
-        manager, cache = self.manager, self.handle.cache
-        placed: list[Pod] = []
         try:
-            with self.reservations.passed_by(members[0]):  # as its PreFilter would lend it
-                return self._trial(group, list(members), placed, preempt)
+            with self.handle.cache.transaction() as tx:  # discarded: every claim goes
+                self.reservations.pass_by(tx, members[0])  # as its PreFilter would lend it
+                return self._trial(group, list(members), preempt)
         finally:
-            for member in placed:
-                cache.drop_claim(member.key)
-            manager.forget_group(group.key)
+            self.manager.forget_group(group.key)
 
-    def _trial(self, group: PodGroup, members: list[Pod], placed: list[Pod],
-               preempt: bool) -> GangTrial:
-        """The body of :meth:`trial`; the members it claimed go into ``placed``."""
+    def _trial(self, group: PodGroup, members: list[Pod], preempt: bool) -> GangTrial:
+        """The body of :meth:`trial`, in its transaction."""
         manager, cache = self.manager, self.handle.cache
         first, rest = members[0], members[1:]
-        found, why = manager.trial(first, group, self._select_node, rest)
-        placed.extend(found)
+        placed, why = manager.trial(first, group, self._select_node, rest)
         if not why:
             return self._trial_result(group, placed)
         if not placed or not (preempt and self._may_preempt(first, rest)):
@@ -301,7 +296,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         victims, reclaim = self.preemption.search_gang(group, placed, place)
         if victims is None:
             return GangTrial(False, reason=why)
-        with cache.without(victims.pods):
+        with cache.transaction() as tx:
+            tx.evict(victims.pods)
             if place():
                 return GangTrial(False, reason=why)
             result = self._trial_result(group, placed)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -34,7 +33,7 @@ from coscheduling.plugins.coscheduling.topology import domains
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
-    from coscheduling.framework.handle import Handle
+    from coscheduling.framework.handle import Handle, Transaction
     from coscheduling.framework.nodeinfo import NodeInfo
 
 UNKNOWN = math.inf
@@ -150,23 +149,16 @@ class Reservations:
         if passed:
             self._borrower = (pod.key, backfill, tuple(passed))
 
-    @contextmanager
-    def passed_by(self, pod: Pod) -> Iterator[None]:
-        """For a what-if: the room of the reservations ``pod`` may pass is free for the block,
-        then held exactly as before (no reservation grows or shrinks)."""
+    def pass_by(self, tx: Transaction, pod: Pod) -> None:
+        """For a what-if: the room of the reservations ``pod`` may pass is free in ``tx``,
+        held exactly as before once it is discarded (no reservation grows or shrinks)."""
         now = self.handle.clock.now()
         runtime = self.runtime_of(pod)
-        passed = [r for r in self._by_group.values() if r.group_key != pod.group_key
-                  and _may_pass(pod.priority, runtime, now, r)]
-        for reservation in passed:
-            for target in reservation.targets.values():
-                self.handle.cache.drop_claim(target.key)
-        try:
-            yield
-        finally:
-            for reservation in passed:
+        for reservation in self._by_group.values():
+            if reservation.group_key != pod.group_key and _may_pass(pod.priority, runtime, now,
+                                                                     reservation):
                 for target in reservation.targets.values():
-                    self._hold(reservation, target, dict(target.held))
+                    tx.drop_claim(target.key)
 
     def preview(self, group: PodGroup, members: list[Pod]) -> tuple[bool, tuple[str, ...],
                                                                    Reservation | None]:
@@ -453,10 +445,8 @@ class Reservations:
                  names: list[str]) -> dict[str, Target] | None:
         """Place each member in turn on the usable node whose room frees soonest, counting
         the members planned before it (as claims while planning)."""
-        cache = self.handle.cache
         targets: dict[str, Target] = {}
-        trial: list[str] = []
-        try:
+        with self.handle.cache.transaction() as tx:  # discarded: the plan claims nothing
             for member in members:
                 chosen = self._best_node(member, names, targets)
                 if chosen is None:
@@ -466,12 +456,7 @@ class Reservations:
                     target = targets[chosen] = Target(chosen, _placeholder_key(group, chosen))
                 target.members.append(member.key)
                 add_into(target.need, {r: v for r, v in member.requests.items() if r != PODS})
-                key = f"{member.key}~planning"
-                cache.claim(replace(member, name=f"{member.name}~planning"), chosen)
-                trial.append(key)
-        finally:
-            for key in trial:
-                cache.drop_claim(key)
+                tx.claim(replace(member, name=f"{member.name}~planning"), chosen)
         return targets
 
     def _best_node(self, member: Pod, names: list[str],
@@ -497,7 +482,8 @@ class Reservations:
         if any(v > allocatable.get(r, 0) for r, v in member.requests.items() if r != PODS):
             return False
         running = [p for p in info.pods.values() if p.node_name and not p.terminal]
-        with self.handle.cache.without(running):
+        with self.handle.cache.transaction() as tx:  # discarded: they keep running
+            tx.evict(running)
             return self.handle.runner.filter_node(member, info, self.plugin_name).ok
 
 

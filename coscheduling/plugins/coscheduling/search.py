@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
-    from coscheduling.framework.handle import SchedulerCache
+    from coscheduling.framework.handle import SchedulerCache, Transaction
 
 SelectNode = Callable[["Pod"], "tuple[str | None, str]"]
 """pod -> (the node its own cycle would pick, or None; why no node fits)."""
@@ -56,32 +56,35 @@ class MemberSearch:
     def place(self, members: Sequence[Pod]) -> tuple[int, str]:
         """Claim a node for every member: (len(members), "") when it found them all, else
         (how many the furthest attempt placed, why the next one found no node), with no
-        claim left behind."""
+        claim left behind (the search's transaction is discarded)."""
         at, furthest, why = 0, 0, ""
+        marks: list[int] = []  # the savepoint before each placed member's claim
         try:
-            while at < len(members):
-                node, failed = self.select_node(members[at])
-                if node is not None:
-                    self.cache.claim(members[at], node)
-                    at += 1
-                    continue
-                if at >= furthest:
-                    furthest, why = at, failed
-                if at == 0 or self.budget <= 0:
-                    for member in members[:at]:
-                        self.cache.drop_claim(member.key)
-                    return furthest, why
-                at = self._back(members, at)
-            return at, ""
+            with self.cache.transaction() as tx:
+                while at < len(members):
+                    node, failed = self.select_node(members[at])
+                    if node is not None:
+                        marks.append(tx.mark())
+                        tx.claim(members[at], node)
+                        at += 1
+                        continue
+                    if at >= furthest:
+                        furthest, why = at, failed
+                    if at == 0 or self.budget <= 0:
+                        return furthest, why
+                    at = self._back(tx, members, at, marks.pop())
+                tx.commit()
+                return at, ""
         finally:
             self.avoid.clear()
 
-    def _back(self, members: Sequence[Pod], at: int) -> int:
-        """Member ``at`` found no node: the one before it leaves its node for another."""
+    def _back(self, tx: Transaction, members: Sequence[Pod], at: int, mark: int) -> int:
+        """Member ``at`` found no node: the one before it leaves its node (its claim is
+        rolled back to ``mark``) for another."""
         self.budget -= 1
         self.avoid.pop(members[at].key, None)
         previous = members[at - 1]
         node = self.cache.claimed_node(previous.key)
-        self.cache.drop_claim(previous.key)
+        tx.rollback_to(mark)
         self.avoid[previous.key] = self.avoid.get(previous.key, frozenset()) | {node}
         return at - 1

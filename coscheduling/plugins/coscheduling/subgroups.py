@@ -218,14 +218,12 @@ class SubgroupDomains:
         chunks: dict[str, list[Pod]] = {}
         for pod in members:
             chunks.setdefault(part_of(group, pod), []).append(pod)
-        made: list[Pod] = []
-        for name, chunk in sorted(chunks.items()):
-            why = self._claim_one(group, name, chunk, claim)
-            if why:
-                for pod in made:
-                    self.cache.drop_claim(pod.key)
-                return why
-            made += chunk
+        with self.cache.transaction() as tx:
+            for name, chunk in sorted(chunks.items()):
+                why = self._claim_one(group, name, chunk, claim)
+                if why:
+                    return why  # the chunks claimed before are discarded with it
+            tx.commit()
         return ""
 
     def _claim_one(self, group: PodGroup, name: str, chunk: list[Pod], claim: Claim) -> str:

@@ -126,11 +126,10 @@ def claim_in_domain(cache: SchedulerCache, topology: Topology, placed: Iterable[
         fits: list[tuple[float, str]] = []
         for value in sorted(options):
             set_domain(Domain(key, value))
-            if claim():
-                continue
-            fits.append((leftover(cache, options[value], need), value))
-            for member in members:
-                cache.drop_claim(member.key)
+            with cache.transaction():  # a trial: its claims are discarded
+                if claim():
+                    continue
+                fits.append((leftover(cache, options[value], need), value))
         if fits:
             set_domain(Domain(key, min(fits)[1]))
             why = claim()
