@@ -41,7 +41,8 @@ def add_parser(subparsers: Any) -> None:
         default=0,
         metavar="N",
         help="also start N kubelets (real-node-1..N, each over its own containerd) that run "
-        "pods; needs root and `make node-packages`",
+        "pods, with kube-scheduler and kube-proxy so that pods are bound by default and reach "
+        "the API server at the `kubernetes` Service; needs root and `make node-packages`",
     )
     up.add_argument(
         "--dra-driver",
