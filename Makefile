@@ -101,8 +101,8 @@ unit: $(STAMP)
 integration: $(STAMP) node-packages
 	$(PY) -m pytest tests/integration -q
 
-# End to end on real nodes (not in `make test`: about 2.5 minutes past the builds): a control
-# plane of its own with kube-scheduler, kube-proxy and three kubelets; the scheduler's image
+# End to end on real nodes, alone (`make test`, and so CI, runs it too: about 2.5 minutes past
+# the builds): a control plane of its own with kube-scheduler, kube-proxy and three kubelets; the scheduler's image
 # (built by the test, reused when built) imported into their containerd; the chart installed
 # with its defaults; a gang all or nothing, a leader lost, a what-if through port-forward, an
 # upgrade and an uninstall. Each step prints what it did and how long it took.
