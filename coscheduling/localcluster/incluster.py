@@ -13,6 +13,8 @@ namespace: one local cluster at a time runs it. Its rules are removed when it st
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -23,6 +25,7 @@ __all__ = [
     "KUBE_SCHEDULER_USER",
     "kube_proxy_argv",
     "kube_scheduler_argv",
+    "other_proxies",
     "remove_proxy_rules",
 ]
 
@@ -66,6 +69,19 @@ def kube_proxy_argv(binary: Path, kubeconfig: Path, node: str, address: str,
         "--iptables-localhost-nodeports=false",
         "--profiling=false",
     ]
+
+
+def other_proxies(proc: Path = Path("/proc")) -> list[int]:
+    """Pids of kube-proxy processes running on this machine (another local cluster's, or
+    the machine's own): their chains would be ours, each rewriting the other's rules."""
+    found = []
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                exe = os.readlink(entry / "exe").removesuffix(" (deleted)")
+                if Path(exe).name == KUBE_PROXY:
+                    found.append(int(entry.name))
+    return sorted(found)
 
 
 def remove_proxy_rules(binary: str) -> None:

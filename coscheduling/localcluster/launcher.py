@@ -40,6 +40,7 @@ from .incluster import (
     KUBE_SCHEDULER_USER,
     kube_proxy_argv,
     kube_scheduler_argv,
+    other_proxies,
     remove_proxy_rules,
 )
 from .processes import (
@@ -263,12 +264,20 @@ class LocalCluster:
             log=self.log, on_change=self._write_state, name_prefix=name_prefix,
             dra_driver=dra_driver,
         )
+        if self.in_cluster and KUBE_PROXY not in self._components and other_proxies():
+            raise ClusterStartError(
+                f"kube-proxy already runs on this machine (pids {other_proxies()}), another "
+                "local cluster's or the machine's: its chains (KUBE-SERVICES, ...) have fixed "
+                "names, so each would rewrite the other's rules. Stop that cluster first "
+                "(coscheduling localcluster down --workdir DIR), or start this one with "
+                "in_cluster=False (no kube-scheduler, no kube-proxy)")
         self.real_nodes = nodes
         try:
             nodes.start()
             if self.in_cluster:
                 self._start_proxy(nodes.names[0])
         except BaseException:
+            nodes.stop()
             self.real_nodes = None
             self._write_state()
             raise

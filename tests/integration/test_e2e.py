@@ -30,6 +30,7 @@ from coscheduling.localcluster import LocalCluster, ensure_binaries
 from coscheduling.localcluster.build import ensure_helm
 from coscheduling.localcluster.image_build import IMAGE
 from coscheduling.localcluster.images import ImageArchive
+from coscheduling.localcluster.processes import ClusterStartError
 from coscheduling.localcluster.realnodes import RealNodes, node_versions
 from tests.integration.fixtures import COMPAT_CRDS, crd_path, kubectl
 from tests.integration.kube import (
@@ -374,3 +375,18 @@ def test_helm_upgrade_serves_a_new_crd_field_and_uninstall_keeps_crds_and_object
                       f"{name}"), f"{name} was deleted by helm uninstall"
     assert exists(kube, crd_path(plugins, users, "users-gang"))
     assert exists(kube, f"{podgroups_path(users)}/users-own")
+
+
+def test_a_second_cluster_with_real_nodes_is_refused_while_this_kube_proxy_runs(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Two kube-proxies on one machine would rewrite each other's chains: the second
+    cluster's real nodes are refused, naming the reason, and nothing of theirs is left."""
+    second = LocalCluster(tmp_path_factory.mktemp("second"), binaries=ensure_binaries(),
+                          real_nodes=1)
+    with pytest.raises(ClusterStartError, match="kube-proxy already runs on this machine"):
+        second.start()
+    second.stop()
+    assert second.real_nodes is None
+    assert not (second.workdir / "nodes").exists()
+    assert cluster.pids.get("kube-proxy") is not None

@@ -9,7 +9,7 @@ import pytest
 
 from coscheduling.localcluster import Binaries, LocalCluster
 from coscheduling.localcluster.certs import ClusterCerts
-from coscheduling.localcluster.incluster import kube_proxy_argv
+from coscheduling.localcluster.incluster import kube_proxy_argv, other_proxies
 from coscheduling.localcluster.realnodes import node_address
 
 
@@ -47,3 +47,16 @@ def test_kube_proxy_runs_as_a_node_on_the_machine_address() -> None:
     assert {"--proxy-mode=iptables", "--hostname-override=real-node-1",
             "--bind-address=192.0.2.2", "--healthz-bind-address=127.0.0.1:1001",
             "--metrics-bind-address=127.0.0.1:1002", "--conntrack-max-per-core=0"} <= set(argv)
+
+
+def test_a_kube_proxy_running_on_the_machine_is_found(tmp_path: Path) -> None:
+    """Another cluster's kube-proxy (by its program's name, whatever its path) is found;
+    other programs and entries that are not processes are not."""
+    programs = {"101": "/cache/bin/kubernetes-v1.37.2/kube-proxy",
+                "102": "/usr/local/bin/kube-proxy (deleted)", "103": "/bin/sh",
+                "self": "/cache/bin/kubernetes-v1.37.2/kube-proxy"}
+    for entry, exe in programs.items():
+        (tmp_path / entry).mkdir()
+        (tmp_path / entry / "exe").symlink_to(exe)
+    (tmp_path / "104").mkdir()  # a process whose exe cannot be read
+    assert other_proxies(tmp_path) == [101, 102]
