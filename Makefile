@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
 .PHONY: all venv lock image-context test unit integration lint proto proto-check cluster \
-	cluster-down demo clean node-packages image image-packages e2e krew-archive
+	cluster-down demo clean node-packages image image-packages e2e krew-archive helm
 
 all: test
 
@@ -101,8 +101,11 @@ unit: $(STAMP)
 integration: $(STAMP) node-packages
 	$(PY) -m pytest tests/integration -q
 
-# End to end on real nodes: the scheduler's image (built by the test, reused when built)
-# imported into kubelets' containerd and run there.
+# End to end on real nodes, alone (`make test`, and so CI, runs it too: about 2.5 minutes past
+# the builds): a control plane of its own with kube-scheduler, kube-proxy and three kubelets; the scheduler's image
+# (built by the test, reused when built) imported into their containerd; the chart installed
+# with its defaults; a gang all or nothing, a leader lost, a what-if through port-forward, an
+# upgrade and an uninstall. Each step prints what it did and how long it took.
 e2e: $(STAMP) node-packages image-packages
 	$(PY) -m pytest tests/integration/test_e2e.py -q -s
 
@@ -149,7 +152,8 @@ soak: $(STAMP)
 	$(PY) -m bench.soak --minutes 5 --nodes 2000 --pods 10000 --out bench-results/soak
 
 # Start a local control plane and leave it running; prints the kubeconfig path.
-# REAL_NODES=2 also starts two kubelets that run pods (needs root and `make node-packages`).
+# REAL_NODES=2 also starts two kubelets that run pods, with kube-scheduler and kube-proxy
+# (needs root and `make node-packages`).
 REAL_NODES ?= 0
 cluster: $(STAMP)
 	$(PY) -m coscheduling localcluster up --workdir $(WORKDIR) --real-nodes $(REAL_NODES)
@@ -160,6 +164,11 @@ cluster: $(STAMP)
 NODE_PACKAGES := containerd runc containernetworking-plugins busybox-static
 node-packages:
 	@$(call apt_ensure,node-packages,$(NODE_PACKAGES))
+
+# helm 3, built once from Go modules like the control plane (no release archive is
+# downloaded); prints its path.
+helm: $(STAMP)
+	@$(PY) -c "from coscheduling.localcluster.build import ensure_helm; print(ensure_helm())"
 
 cluster-down: $(STAMP)
 	$(PY) -m coscheduling localcluster down --workdir $(WORKDIR)

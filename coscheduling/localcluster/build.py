@@ -37,6 +37,7 @@ __all__ = [
     "ensure_binaries",
     "ensure_helm",
     "ensure_krew",
+    "ensure_kube_proxy",
     "ensure_kubelet",
     "ensure_quantitycheck",
     "exclusive_lock",
@@ -357,6 +358,16 @@ def _ensure_tool(target: _Target, log: Log) -> Path:
             if not _is_built(target.out):
                 _build(go, target, log)
     return target.out
+
+
+def ensure_kube_proxy(log: Log = _default_log) -> Path:
+    """kube-proxy of the control plane's release (iptables mode on this machine), so pods on
+    real nodes reach Services, the API server's `kubernetes` Service among them; built once
+    from Go modules like the control plane, next to its binaries."""
+    kube_dir, _ = binary_dirs()
+    target = _Target("kube-proxy", f"{KUBERNETES_MODULE}/cmd/kube-proxy", KUBERNETES_MODULE_DIR,
+                     KUBERNETES_VERSION, kube_dir / "kube-proxy", kubernetes_ldflags())
+    return _ensure_tool(target, log)
 
 
 KUBELET_VERSION = required_version(GOMOD_DIR / "kubelet" / "go.mod", KUBERNETES_MODULE)

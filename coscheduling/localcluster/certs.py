@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,8 +82,9 @@ def _self_or_ca_signed(
     key.chmod(0o600)
 
 
-def create_certs(directory: Path) -> ClusterCerts:
-    """Create a CA, an apiserver serving cert signed by it, and a service-account RSA key pair."""
+def create_certs(directory: Path, extra_sans: Sequence[str] = ()) -> ClusterCerts:
+    """Create a CA, an apiserver serving cert signed by it (for SERVING_SANS and
+    `extra_sans`, e.g. the address pods reach it on), and a service-account RSA key pair."""
     directory.mkdir(parents=True, exist_ok=True)
     certs = ClusterCerts(
         ca_cert=directory / "ca.crt",
@@ -95,7 +97,7 @@ def create_certs(directory: Path) -> ClusterCerts:
     ca_ext = ["basicConstraints = critical,CA:TRUE", "keyUsage = critical,keyCertSign,cRLSign"]
     _self_or_ca_signed(certs.ca_cert, certs.ca_key, "coscheduling-local-ca", ca_ext, None)
     create_serving_cert(certs, certs.serving_cert, certs.serving_key, "kube-apiserver",
-                        list(SERVING_SANS))
+                        list(dict.fromkeys([*SERVING_SANS, *extra_sans])))
     sa_key = str(certs.service_account_key)
     _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", sa_key)
     certs.service_account_key.chmod(0o600)

@@ -1,8 +1,10 @@
-"""`coscheduling localcluster up|down`: run a local control plane outside of pytest."""
+"""`coscheduling localcluster up|import-image|down`: run a local control plane outside of
+pytest."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,9 @@ from .build import (
     KUBERNETES_VERSION_VAR,
     available_kubernetes_versions,
 )
+from .images import ImageArchive
 from .launcher import STATE_FILE, LocalCluster, running_components, stop_from_state
-from .realnodes import MAX_REAL_NODES
+from .realnodes import MAX_REAL_NODES, NodePackagesError, import_into_recorded_nodes
 
 
 def add_parser(subparsers: Any) -> None:
@@ -41,7 +44,8 @@ def add_parser(subparsers: Any) -> None:
         default=0,
         metavar="N",
         help="also start N kubelets (real-node-1..N, each over its own containerd) that run "
-        "pods; needs root and `make node-packages`",
+        "pods, with kube-scheduler and kube-proxy so that pods are bound by default and reach "
+        "the API server at the `kubernetes` Service; needs root and `make node-packages`",
     )
     up.add_argument(
         "--dra-driver",
@@ -50,6 +54,14 @@ def add_parser(subparsers: Any) -> None:
         "(four simulated GPUs of driver gpu.example.com) over containerd 1.7 with CDI",
     )
     up.set_defaults(func=cmd_up)
+    image = commands.add_parser(
+        "import-image", help="import an image archive into every real node's containerd",
+        description="No registry is reachable from the real nodes: an image a pod runs must "
+        "be in its node's containerd, e.g. the scheduler's, build/coscheduling-image.tar "
+        "(make image), for the Helm chart's pods.")
+    image.add_argument("--workdir", type=Path, required=True)
+    image.add_argument("archive", type=Path, help="an OCI or Docker image archive (tar)")
+    image.set_defaults(func=cmd_import_image)
     down = commands.add_parser("down", help="stop the control plane started in --workdir")
     down.add_argument("--workdir", type=Path, required=True)
     down.set_defaults(func=cmd_down)
@@ -89,6 +101,30 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster.start()
     cluster.detach()
     print(cluster.kubeconfig, flush=True)
+    return 0
+
+
+def cmd_import_image(args: argparse.Namespace) -> int:
+    """Import the archive into the nodes recorded in `--workdir`/cluster.json."""
+    state = args.workdir / STATE_FILE
+    if not state.is_file():
+        print(f"no {STATE_FILE} in {args.workdir}: no cluster to import into", file=sys.stderr)
+        return 1
+    if not args.archive.is_file():
+        print(f"archive: {args.archive} is not a file", file=sys.stderr)
+        return 2
+    records = json.loads(state.read_text()).get("real_nodes") or []
+    try:
+        names = import_into_recorded_nodes(records, ImageArchive(str(args.archive),
+                                                                 args.archive))
+    except NodePackagesError as error:
+        print(error, file=sys.stderr)
+        return 1
+    if not names:
+        print(f"no real node runs in {args.workdir} (start with --real-nodes N)",
+              file=sys.stderr)
+        return 1
+    print(f"imported {args.archive} into {', '.join(names)}", file=sys.stderr)
     return 0
 
 

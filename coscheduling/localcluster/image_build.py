@@ -229,6 +229,13 @@ def _describe(archive: Path, reference: str, key: str, seconds: float) -> dict[s
     }
 
 
+def _source(chart: dict[str, Any]) -> str:
+    """The image's source label: the chart's first source address, empty while it has
+    none (no public address exists; an invented one would mislead)."""
+    sources = chart.get("sources") or [""]
+    return str(sources[0])
+
+
 def build_image(context: Path, base: str, out: Path, *, force: bool = False) -> dict[str, Any]:
     """Build the image from `context` (made by `make image-context`) onto `base`; write
     out/coscheduling-image.tar and out/image.json. The same inputs are not built twice."""
@@ -245,7 +252,7 @@ def build_image(context: Path, base: str, out: Path, *, force: bool = False) -> 
     buildah, chart = _need("buildah"), _chart()
     created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     build_args = {"BASE": base, "VERSION": str(chart["appVersion"]), "REVISION": revision,
-                  "CREATED": created, "SOURCE": str(chart["home"])}
+                  "CREATED": created, "SOURCE": _source(chart)}
     _run(buildah, "bud", "--layers", "--isolation", "chroot", "-f",
          str(context / "Dockerfile"), "-t", IMAGE,
          *(a for name, value in build_args.items() for a in ("--build-arg", f"{name}={value}")),

@@ -31,8 +31,18 @@ from typing import Any
 
 import yaml
 
-from .build import KUBERNETES_VERSION, Binaries, cache_dir, ensure_binaries
+from .build import KUBERNETES_VERSION, Binaries, cache_dir, ensure_binaries, ensure_kube_proxy
 from .certs import ClusterCerts, create_certs, create_client_cert
+from .incluster import (
+    KUBE_PROXY,
+    KUBE_PROXY_USER,
+    KUBE_SCHEDULER,
+    KUBE_SCHEDULER_USER,
+    kube_proxy_argv,
+    kube_scheduler_argv,
+    other_proxies,
+    remove_proxy_rules,
+)
 from .processes import (
     ClusterStartError,
     child_setup,
@@ -41,7 +51,7 @@ from .processes import (
     process_start_time,
     wait_gone,
 )
-from .realnodes import RealNodes, stop_recorded_nodes
+from .realnodes import RealNodes, node_address, stop_recorded_nodes
 from .workload_api import WorkloadAPI, workload_api
 
 __all__ = [
@@ -62,7 +72,7 @@ Log = Callable[[str], None]
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
-COMPONENTS = (ETCD, APISERVER, CONTROLLER_MANAGER)
+COMPONENTS = (ETCD, APISERVER, CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY)
 
 # kube-controller-manager controllers the project relies on (names as `--help` lists them).
 CONTROLLERS = (
@@ -109,6 +119,15 @@ def http_ok(url: str, context: ssl.SSLContext | None, token: str | None = None) 
         return False
 
 
+def _self_signed_healthz(port: int) -> bool:
+    """/healthz of a component that serves a self-signed certificate of its own on loopback
+    (kube-controller-manager, kube-scheduler)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return http_ok(f"https://127.0.0.1:{port}/healthz", context)
+
+
 @dataclass
 class _Component:
     """One control-plane program: how to run it and how to tell it is ready."""
@@ -135,8 +154,13 @@ class LocalCluster:
         binaries: Binaries | None = None,
         real_nodes: int = 0,
         dra_driver: bool = False,
+        in_cluster: bool | None = None,
     ) -> None:
         self.workdir = Path(workdir).absolute()
+        # The default scheduler, kube-proxy and an API server pods can reach (incluster.py):
+        # what pods on real nodes need, so on by default with them.
+        self.in_cluster = real_nodes > 0 if in_cluster is None else in_cluster
+        self.advertise_address = node_address() if self.in_cluster else "127.0.0.1"
         self.real_nodes_count = real_nodes
         self.dra_driver = dra_driver
         self.real_nodes: RealNodes | None = None
@@ -149,6 +173,9 @@ class LocalCluster:
         self.admin_token = secrets.token_hex(24)
         self.etcd_client_port, self.etcd_peer_port, self.apiserver_port, self.kcm_port = (
             free_ports(4)
+        )
+        self.scheduler_port, self.proxy_healthz_port, self.proxy_metrics_port = (
+            free_ports(3) if self.in_cluster else (0, 0, 0)
         )
         self._components: dict[str, _Component] = {}
         self._certs: ClusterCerts | None = None
@@ -197,13 +224,17 @@ class LocalCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         # Each start() is a new cluster: old etcd data would not match the new keys.
         shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
-        self._certs = create_certs(self.workdir / "pki")
+        self._certs = create_certs(self.workdir / "pki", [f"IP:{self.advertise_address}"])
         # The API server's identity towards the real nodes' kubelets (logs, exec, ports).
         create_client_cert(self._certs, *self._kubelet_client_cert, "kube-apiserver-kubelet",
                            "system:masters")
         self._write_token_file()
         self._write_kubeconfig(self.kubeconfig)
         self._write_kubeconfig(self.workdir / f"{CONTROLLER_MANAGER}.kubeconfig")
+        if self.in_cluster:
+            for name, user in ((KUBE_SCHEDULER, KUBE_SCHEDULER_USER),
+                               (KUBE_PROXY, KUBE_PROXY_USER)):
+                self._write_client_cert_kubeconfig(name, user)
         self._components = self._define_components(binaries, self._certs)
         atexit.register(self.stop)
         try:
@@ -233,10 +264,20 @@ class LocalCluster:
             log=self.log, on_change=self._write_state, name_prefix=name_prefix,
             dra_driver=dra_driver,
         )
+        if self.in_cluster and KUBE_PROXY not in self._components and other_proxies():
+            raise ClusterStartError(
+                f"kube-proxy already runs on this machine (pids {other_proxies()}), another "
+                "local cluster's or the machine's: its chains (KUBE-SERVICES, ...) have fixed "
+                "names, so each would rewrite the other's rules. Stop that cluster first "
+                "(coscheduling localcluster down --workdir DIR), or start this one with "
+                "in_cluster=False (no kube-scheduler, no kube-proxy)")
         self.real_nodes = nodes
         try:
             nodes.start()
+            if self.in_cluster:
+                self._start_proxy(nodes.names[0])
         except BaseException:
+            nodes.stop()
             self.real_nodes = None
             self._write_state()
             raise
@@ -252,8 +293,12 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop every component we started (controller manager first, etcd last)."""
         atexit.unregister(self.stop)
+        # kube-proxy before the nodes: it exits once its Node is gone, leaving its rules.
+        others = [name for name in reversed(list(self._components)) if name != KUBE_PROXY]
+        if KUBE_PROXY in self._components:
+            self.stop_component(KUBE_PROXY)
         self.stop_real_nodes()
-        for name in reversed(list(self._components)):
+        for name in others:
             self.stop_component(name)
 
     def detach(self) -> None:
@@ -297,11 +342,20 @@ class LocalCluster:
     def stop_component(self, name: str, *, graceful: bool = True) -> None:
         """Stop one component: SIGTERM, then SIGKILL if still running after STOP_GRACE.
 
-        `graceful=False` sends SIGKILL at once, to simulate a crash.
+        `graceful=False` sends SIGKILL at once, to simulate a crash. kube-proxy's rules go
+        with it.
         """
-        process = self._component(name).process
+        component = self._component(name)
+        process = component.process
         if process is None or process.poll() is not None:
             return
+        self._end(process, graceful)
+        if name == KUBE_PROXY:
+            remove_proxy_rules(component.argv[0])
+        self._write_state()
+
+    @staticmethod
+    def _end(process: subprocess.Popen[bytes], graceful: bool) -> None:
         if graceful:
             process.terminate()
             with contextlib.suppress(ProcessLookupError):
@@ -311,7 +365,6 @@ class LocalCluster:
         if process.poll() is None:
             process.kill()
             process.wait()
-        self._write_state()
 
     def pause_component(self, name: str) -> None:
         """Freeze one component with SIGSTOP (it keeps its sockets but stops answering)."""
@@ -364,11 +417,13 @@ class LocalCluster:
         return http_ok(f"http://127.0.0.1:{self.etcd_client_port}/health", None)
 
     def _controller_manager_ready(self) -> bool:
-        # kube-controller-manager serves a self-signed certificate of its own.
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return http_ok(f"https://127.0.0.1:{self.kcm_port}/healthz", context)
+        return _self_signed_healthz(self.kcm_port)
+
+    def _scheduler_ready(self) -> bool:
+        return _self_signed_healthz(self.scheduler_port)
+
+    def _proxy_ready(self) -> bool:
+        return http_ok(f"http://127.0.0.1:{self.proxy_healthz_port}/healthz", None)
 
     # -- configuration -----------------------------------------------------------------
 
@@ -391,7 +446,31 @@ class LocalCluster:
                     self._controller_manager_ready,
                 )
             )
+        if self.in_cluster:
+            components += self._in_cluster_components(binaries)
         return {c.name: c for c in components}
+
+    def _in_cluster_components(self, binaries: Binaries) -> list[_Component]:
+        """kube-scheduler (incluster.py), with a kubeconfig of its own."""
+        scheduler = kube_scheduler_argv(binaries.kube_scheduler, self._kubeconfig_of(
+            KUBE_SCHEDULER), self.workdir, self.scheduler_port)
+        return [_Component(KUBE_SCHEDULER, scheduler, self._log_path(KUBE_SCHEDULER),
+                           self._scheduler_ready)]
+
+    def _start_proxy(self, node: str) -> None:
+        """kube-proxy as `node`'s (a node component: it reports healthy only once its Node
+        exists), for every real node, as they share this machine's network namespace."""
+        if KUBE_PROXY in self._components:
+            return
+        argv = kube_proxy_argv(ensure_kube_proxy(self.log), self._kubeconfig_of(KUBE_PROXY),
+                               node, self.advertise_address, self.proxy_healthz_port,
+                               self.proxy_metrics_port)
+        self._components[KUBE_PROXY] = _Component(KUBE_PROXY, argv, self._log_path(KUBE_PROXY),
+                                                  self._proxy_ready)
+        self.start_component(KUBE_PROXY)
+
+    def _kubeconfig_of(self, name: str) -> Path:
+        return self.workdir / f"{name}.kubeconfig"
 
     def _log_path(self, name: str) -> Path:
         return self.workdir / f"{name}.log"
@@ -417,8 +496,10 @@ class LocalCluster:
         return [
             str(binaries.kube_apiserver),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_client_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            # In-cluster: on every address, and the machine's in the `kubernetes` Service's
+            # endpoints (a pod cannot reach this machine's loopback).
+            f"--bind-address={'0.0.0.0' if self.in_cluster else '127.0.0.1'}",
+            f"--advertise-address={self.advertise_address}",
             f"--secure-port={self.apiserver_port}",
             f"--cert-dir={self.workdir / 'pki'}",
             f"--tls-cert-file={certs.serving_cert}",
@@ -437,9 +518,9 @@ class LocalCluster:
             f"--kubelet-client-key={self._kubelet_client_cert[1]}",
             f"--kubelet-certificate-authority={certs.ca_cert}",
             "--kubelet-preferred-address-types=InternalIP",
-            # Endpoints may not hold a loopback address, so the reconciler would only log
-            # errors every few seconds; nothing in-cluster dials the `kubernetes` service.
-            "--endpoint-reconciler-type=none",
+            # Endpoints may not hold a loopback address, so without in-cluster pods the
+            # reconciler would only log errors every few seconds.
+            f"--endpoint-reconciler-type={'lease' if self.in_cluster else 'none'}",
             # Stop within ~2s on SIGTERM instead of waiting up to 60s for open watches.
             "--shutdown-send-retry-after=true",
             "--profiling=false",
@@ -470,7 +551,8 @@ class LocalCluster:
         path.write_text(f'{self.admin_token},admin,admin,"system:masters"\n')
         path.chmod(0o600)
 
-    def _write_kubeconfig(self, path: Path) -> None:
+    def _write_kubeconfig(self, path: Path, user: dict[str, str] | None = None) -> None:
+        """A kubeconfig for this cluster: the admin's token, or `user`'s credentials."""
         ca_data = base64.b64encode(self.ca_file.read_bytes()).decode()
         config = {
             "apiVersion": "v1",
@@ -481,12 +563,20 @@ class LocalCluster:
                     "cluster": {"server": self.server, "certificate-authority-data": ca_data},
                 }
             ],
-            "users": [{"name": "admin", "user": {"token": self.admin_token}}],
+            "users": [{"name": "admin", "user": user or {"token": self.admin_token}}],
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
             "current-context": "local",
         }
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         path.chmod(0o600)
+
+    def _write_client_cert_kubeconfig(self, name: str, user: str) -> None:
+        """`name`.kubeconfig with a client certificate of `user` (no group)."""
+        assert self._certs is not None
+        cert, key = self.workdir / "pki" / f"{name}.crt", self.workdir / "pki" / f"{name}.key"
+        create_client_cert(self._certs, cert, key, user, "")
+        self._write_kubeconfig(self._kubeconfig_of(name), {
+            "client-certificate": str(cert), "client-key": str(key)})
 
     def _write_state(self) -> None:
         """Record pids (with start times) so `stop_from_state` can stop them from elsewhere."""
@@ -500,6 +590,8 @@ class LocalCluster:
                 "etcd_peer": self.etcd_peer_port,
                 "apiserver": self.apiserver_port,
                 "controller_manager": self.kcm_port,
+                "kube_scheduler": self.scheduler_port,
+                "kube_proxy_healthz": self.proxy_healthz_port,
             },
             "components": {
                 name: {
@@ -534,15 +626,17 @@ def _owned_by_us(pid: int, record: dict[str, Any]) -> bool:
 
 def running_components(workdir: Path) -> dict[str, int]:
     """Components recorded in `workdir/cluster.json` that are still running, by name."""
+    return {name: int(record["pid"]) for name, record in _running_records(workdir).items()}
+
+
+def _running_records(workdir: Path) -> dict[str, dict[str, Any]]:
+    """The records of the components of `workdir/cluster.json` that still run, by name."""
     path = Path(workdir) / STATE_FILE
     if not path.is_file():
         return {}
     records: dict[str, dict[str, Any]] = json.loads(path.read_text())["components"]
-    return {
-        name: int(record["pid"])
-        for name, record in records.items()
-        if _owned_by_us(int(record["pid"]), record)
-    }
+    return {name: record for name, record in records.items()
+            if _owned_by_us(int(record["pid"]), record)}
 
 
 def stop_from_state(workdir: Path, log: Log = _default_log) -> list[int]:
@@ -553,20 +647,27 @@ def stop_from_state(workdir: Path, log: Log = _default_log) -> list[int]:
     Real nodes go first, with their containers and mounts.
     """
     path = Path(workdir) / STATE_FILE
+    records = _running_records(workdir)
+    # kube-proxy before the nodes: it exits once its Node is gone, leaving its rules.
+    stopped = [_stop_recorded(KUBE_PROXY, records.pop(KUBE_PROXY), log)
+               ] if KUBE_PROXY in records else []
     if path.is_file():
         stop_recorded_nodes(json.loads(path.read_text()).get("real_nodes") or [], log)
-    running = running_components(workdir)
-    stopped = []
-    for name in reversed(COMPONENTS):
-        pid = running.get(name)
-        if pid is None:
-            continue
-        with contextlib.suppress(ProcessLookupError):  # it may exit on its own meanwhile
-            os.kill(pid, signal.SIGTERM)
-            os.kill(pid, signal.SIGCONT)
-            if not wait_gone(pid, STOP_GRACE):
-                os.kill(pid, signal.SIGKILL)
-                wait_gone(pid, STOP_GRACE)
-        log(f"stopped {name} (pid {pid})")
-        stopped.append(pid)
+    stopped += [_stop_recorded(name, records[name], log)
+                for name in reversed(COMPONENTS) if name in records]
     return stopped
+
+
+def _stop_recorded(name: str, record: dict[str, Any], log: Log) -> int:
+    """SIGTERM, then SIGKILL after STOP_GRACE; kube-proxy's rules go with it. Its pid."""
+    pid = int(record["pid"])
+    with contextlib.suppress(ProcessLookupError):  # it may exit on its own meanwhile
+        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGCONT)
+        if not wait_gone(pid, STOP_GRACE):
+            os.kill(pid, signal.SIGKILL)
+            wait_gone(pid, STOP_GRACE)
+    if name == KUBE_PROXY:
+        remove_proxy_rules(record["exe"])
+    log(f"stopped {name} (pid {pid})")
+    return pid

@@ -57,6 +57,7 @@ __all__ = [
     "NodePackagesError",
     "RealNode",
     "RealNodes",
+    "import_into_recorded_nodes",
     "missing_node_packages",
     "node_address",
     "node_versions",
@@ -452,15 +453,11 @@ class RealNodes:
         self.imported.append(image)
 
     def _import(self, node: RealNode, image: ImageArchive) -> None:
-        result = self._ctr(node, "images", "import", str(image.path))
-        if result.returncode != 0:
-            raise NodePackagesError(
-                f"{node.name}: importing {image.reference} from {image.path} failed: "
-                f"{result.stderr.strip()}")
+        _import_archive(node.name, node.socket, image)
 
     def _ctr(self, node: RealNode, *args: str) -> subprocess.CompletedProcess[str]:
-        command = ["ctr", "--address", str(node.socket), "--namespace", "k8s.io", *args]
-        return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+        return _ctr(node.socket, *args)
+
 
     def _start_kubelet(self, node: RealNode, kubelet: Path) -> None:
         if self.dra_driver:
@@ -600,6 +597,30 @@ class RealNodes:
                     self._api("DELETE", _node_path(node))
 
 
+def _ctr(socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`ctr` against one node's containerd, in the namespace the kubelet uses."""
+    command = ["ctr", "--address", str(socket), "--namespace", "k8s.io", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+
+
+def _import_archive(name: str, socket: Path, image: ImageArchive) -> None:
+    result = _ctr(socket, "images", "import", str(image.path))
+    if result.returncode != 0:
+        raise NodePackagesError(f"{name}: importing {image.reference} from {image.path} "
+                                f"failed: {result.stderr.strip()}")
+
+
+def import_into_recorded_nodes(records: list[dict[str, Any]], image: ImageArchive) -> list[str]:
+    """Import `image` into the containerd of every running node recorded in a cluster's
+    state file (`localcluster import-image`); the names of those nodes."""
+    running = [r for r in records if "containerd" in r["processes"]
+               and _owned(r["processes"]["containerd"])]
+    for record in running:
+        _import_archive(record["name"], Path(record["socket"]), image)
+    return [record["name"] for record in running]
+
+
+
 def node_address() -> str:
     """The machine's address towards its default gateway: what every real node reports as
     its InternalIP and serves its kubelet on. A kubelet refuses a loopback node IP, and its
@@ -718,17 +739,12 @@ def _stop_node(record: dict[str, Any], log: Log) -> None:
 def _remove_containers(socket: Path) -> None:
     """Kill and delete every task and container of the node's containerd (pods and
     sandboxes), so no container outlives its node."""
-
-    def ctr(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ctr", "--address", str(socket), "--namespace", "k8s.io", *args],
-                              capture_output=True, text=True, check=False, timeout=60)
-
-    for task in ctr("tasks", "list", "--quiet").stdout.split():
-        ctr("tasks", "kill", "--signal", "SIGKILL", task)
-        ctr("tasks", "delete", "--force", task)
-    containers = ctr("containers", "list", "--quiet").stdout.split()
+    for task in _ctr(socket, "tasks", "list", "--quiet").stdout.split():
+        _ctr(socket, "tasks", "kill", "--signal", "SIGKILL", task)
+        _ctr(socket, "tasks", "delete", "--force", task)
+    containers = _ctr(socket, "containers", "list", "--quiet").stdout.split()
     if containers:
-        ctr("containers", "delete", *containers)
+        _ctr(socket, "containers", "delete", *containers)
 
 
 def _shims_of(socket: Path) -> Iterator[int]:

@@ -81,7 +81,7 @@ def test_the_image_runs_as_non_root_with_the_oci_labels(image: dict[str, Any]) -
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert labels["org.opencontainers.image.revision"].removesuffix("-dirty") == head
     assert labels["org.opencontainers.image.version"] == chart["appVersion"]
-    assert labels["org.opencontainers.image.source"] == chart["home"]
+    assert labels["org.opencontainers.image.source"] == (chart.get("sources") or [""])[0]
     assert labels["org.opencontainers.image.created"].endswith("Z")
 
 

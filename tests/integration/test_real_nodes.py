@@ -206,12 +206,13 @@ def test_a_gang_runs_all_or_nothing_then_all_once_a_node_is_added(
     assert group_phases[-1] == "Finished", group_phases
 
 
-def _port_forward(cluster: LocalCluster, namespace: str, pod: str, port: int,
+def _port_forward(cluster: LocalCluster, namespace: str, target: str, port: int,
                   ) -> Iterator[int]:
-    """`kubectl port-forward` to the pod's `port` from a free local port, until closed."""
+    """`kubectl port-forward` to `port` of `target` (pod/NAME, service/NAME) from a free
+    local port, until closed."""
     process = subprocess.Popen(
         ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "-n", namespace, "port-forward",
-         f"pod/{pod}", f":{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         target, f":{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         line = process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNNN -> 8080"
@@ -240,7 +241,7 @@ def test_logs_exec_and_port_forward_reach_a_container_on_a_real_node(
     executed = kubectl(local_cluster, "-n", namespace, "exec", "web", "--", "cat",
                        "/www/index.html")
     assert executed.stdout == "served by busybox\n", executed
-    with contextlib.contextmanager(_port_forward)(local_cluster, namespace, "web",
+    with contextlib.contextmanager(_port_forward)(local_cluster, namespace, "pod/web",
                                                   8080) as local_port:
         url = f"http://127.0.0.1:{local_port}/index.html"
         with urllib.request.urlopen(url, timeout=30) as response:

@@ -398,3 +398,25 @@ def test_a_stop_removes_the_kubelet_root_link_only_into_its_node(
     realnodes.stop_recorded_nodes([record], log=lambda _: None)
     assert link.is_symlink() is not removed
     assert elsewhere.is_dir()
+
+
+@pytest.mark.parametrize(("state", "archive", "code", "said"), [
+    (None, True, 1, "no cluster.json in"),
+    ({"components": {}, "real_nodes": []}, False, 2, "is not a file"),
+    ({"components": {}, "real_nodes": []}, True, 1, "no real node runs in"),
+])
+def test_import_image_names_what_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], state: dict[str, Any] | None,
+    archive: bool, code: int, said: str,
+) -> None:
+    if state is not None:
+        (tmp_path / "cluster.json").write_text(json.dumps(state))
+    image = tmp_path / "image.tar"
+    if archive:
+        image.write_bytes(b"")
+    parser = argparse.ArgumentParser()
+    commands.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["localcluster", "import-image", "--workdir", str(tmp_path),
+                              str(image)])
+    assert args.func(args) == code
+    assert said in capsys.readouterr().err
