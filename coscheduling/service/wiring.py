@@ -432,6 +432,12 @@ class SchedulerService:
         return all(i.synced.is_set() for i in self.informers)
 
     def stop(self) -> None:
+        """The scheduler first, while this replica still leads: its loop ends and the binds
+        already under way finish (a released gang's members are all bound, or the gang was
+        never released), and only then is the Lease handed back. Handing it back first
+        fenced those binds off and left the gang partial until the next leader bound the
+        rest."""
+        self.scheduler.stop()
         if self.elector is not None:
             self.elector.stop()
         self.discovery.stop()
@@ -439,7 +445,6 @@ class SchedulerService:
             informer.stop()
         if self.http is not None:
             self.http.stop()
-        self.scheduler.stop()
         if self.status_writer is not None:
             self.status_writer.stop()
         if self.queue_writer is not None:

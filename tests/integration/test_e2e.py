@@ -241,21 +241,50 @@ def _partial_gangs(kube: KubeClient, namespace: str, groups: dict[str, int]) -> 
         group = pod["metadata"].get("labels", {}).get(GROUP_LABEL)
         if group in bound and pod["spec"].get("nodeName"):
             bound[group] += 1
-    return [f"{g}: {n}/{groups[g]}" for g, n in bound.items() if 0 < n < groups[g]]
+    return [g for g, n in bound.items() if 0 < n < groups[g]]
+
+
+PARTIAL_GRACE = 1.0
+"""How long a gang may be seen partly bound: a released gang's members are bound by separate
+requests (as every scheduler binds), so a sample can fall between two of them, which land
+within milliseconds; a gang left partial by a replica that stopped mid-release stays so
+until the next leader has synced and bound the rest (seconds)."""
+
+
+class PartialWatch:
+    """Samples of the gangs' bound counts; how long each gang was seen partly bound."""
+
+    def __init__(self, kube: KubeClient, namespace: str, groups: dict[str, int]) -> None:
+        self.kube, self.namespace, self.groups = kube, namespace, groups
+        self.since: dict[str, float] = {}
+        self.longest: dict[str, float] = {}
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        partial = set(_partial_gangs(self.kube, self.namespace, self.groups))
+        for group in partial:
+            started = self.since.setdefault(group, now)
+            self.longest[group] = max(self.longest.get(group, 0.0), now - started)
+        for group in set(self.since) - partial:
+            del self.since[group]
+
+    def too_long(self) -> dict[str, float]:
+        return {g: round(s, 1) for g, s in self.longest.items() if s > PARTIAL_GRACE}
 
 
 def test_the_other_replica_takes_over_when_the_leader_is_deleted(
     release: str, kube: KubeClient, users: str,
 ) -> None:
     """Gangs arrive before and while the leader's pod is deleted; the other replica holds
-    the Lease within its duration (plus one retry); at every moment each gang has 0 or at
-    least minMember pods bound, and all are placed in the end."""
+    the Lease within its duration (plus one retry); no gang is seen partly bound for longer
+    than its binds take (the old leader finishes a released gang's binds before it hands the
+    Lease back), and all are placed in the end."""
     replicas = _ready_replicas(kube, 2)
     assert replicas is not None
     leader = wait_until(lambda: _holder(kube), what="a leader")
     [other] = [p["metadata"]["name"] for p in replicas if p["metadata"]["name"] != leader]
     groups = {f"pair-{i}": 2 for i in range(4)}
-    partial: list[str] = []
+    partial = PartialWatch(kube, users, groups)
 
     def submit(group: str) -> None:
         create_podgroup(kube, users, group, groups[group])
@@ -270,7 +299,7 @@ def test_the_other_replica_takes_over_when_the_leader_is_deleted(
     submit("pair-3")
 
     def took_over() -> bool:
-        partial.extend(_partial_gangs(kube, users, groups))
+        partial.sample()
         return _holder(kube) not in ("", leader)
 
     wait_until(took_over, timeout=4 * LEASE_DURATION, what="a new leader")
@@ -281,14 +310,16 @@ def test_the_other_replica_takes_over_when_the_leader_is_deleted(
     assert took <= LEASE_DURATION + RETRY_PERIOD, took
 
     def all_placed() -> bool:
-        partial.extend(_partial_gangs(kube, users, groups))
+        partial.sample()
         pods = kube.get(f"/api/v1/namespaces/{users}/pods",
                         labelSelector=f"{GROUP_LABEL} in ({','.join(groups)})")["items"]
         return len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods)
 
     with step("every gang placed whole after the failover"):
         wait_until(all_placed, timeout=POD_TIMEOUT, what="every gang placed")
-    assert partial == [], partial
+    print(f"[e2e] longest a gang was seen partly bound: {partial.longest or 'never'}",
+          file=sys.stderr)
+    assert partial.too_long() == {}, partial.longest
 
 
 WHATIF_MANIFEST = f"""
