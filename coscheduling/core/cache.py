@@ -72,7 +72,7 @@ class Cache:
         # The indexes over node records: priorities of the pods on them (so preemption knows
         # at once whether any pod is of lower priority than a preemptor), and the pods and
         # claims on them by label and by pod affinity (see labelindex).
-        self.priorities: Counter[int] = Counter()
+        self._priorities: Counter[int] = Counter()
         self._labels: LabelIndex[NodeInfo] = LabelIndex()
         # Namespace labels (for namespaceSelector).
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -81,7 +81,7 @@ class Cache:
 
     def lowest_priority(self) -> int | None:
         """The lowest priority of a pod on a node (bound or assumed); None if there is none."""
-        return min((p for p, n in self.priorities.items() if n > 0), default=None)
+        return min((p for p, n in self._priorities.items() if n > 0), default=None)
 
     # -- change log --------------------------------------------------------------------
     def _touch(self, name: str) -> None:
@@ -179,7 +179,7 @@ class Cache:
     def _index(self, pod: Pod, info: NodeInfo, claim: bool, sign: int) -> None:
         self._labels.account(pod, info, claim, sign)
         if not claim:
-            self.priorities[pod.priority] += sign
+            self._priorities[pod.priority] += sign
 
     def take_off(self, name: str, pod_key: str) -> Pod | None:
         """Take pod ``pod_key`` off node record ``name``, the pod still known (a

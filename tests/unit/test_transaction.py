@@ -223,7 +223,7 @@ def fingerprint(cache: Cache) -> dict[str, Any]:
         "groups": {k: set(v) for k, v in cache._groups.items()},
         "group_nodes": {k: dict(v) for k, v in cache._group_nodes.items()},
         "counted": dict(cache._counted),
-        "priorities": _nonzero(cache.priorities),
+        "priorities": _nonzero(cache._priorities),
         "namespace_labels": dict(cache.namespace_labels),
         "label_keys": {key: {value: _entries(cache, bucket) for value, bucket in values.items()}
                        for key, values in labels._keys.items()},
@@ -313,7 +313,7 @@ def check_indexes(cache: Cache) -> None:
     held = [(pod, info, claim) for info in cache._nodes.values()
             for claim, pods in ((False, info.pods), (True, info.claims)) for pod in pods.values()]
     priorities: Counter[int] = Counter(pod.priority for pod, _, claim in held if not claim)
-    assert _nonzero(cache.priorities) == dict(priorities)
+    assert _nonzero(cache._priorities) == dict(priorities)
     affinities: dict[Any, dict[Any, Any]] = {}
     labelled: dict[str, dict[str, dict[Any, Any]]] = {key: {} for key in cache._labels._keys}
     for pod, info, claim in held:
