@@ -9,7 +9,7 @@ callers) get the same meaning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,34 +274,16 @@ def parse_spread_constraints(raw: object, labels: Mapping[str, str]
                  for i, entry in enumerate(_list(raw, "topologySpreadConstraints")))
 
 
-class AffinityIndex:
-    """The distinct pod affinities of pods placed, assumed or claimed anywhere, counted.
-
-    Filled by the cache's node records. When no counted affinity has a term that matches a
-    pod, no other pod's affinity bears on where that pod goes (the common case, checked in
-    O(distinct affinities) instead of a pass over the nodes).
-    """
-
-    __slots__ = ("specs",)
-
-    def __init__(self) -> None:
-        self.specs: dict[PodAffinity, int] = {}
-
-    def add(self, affinity: PodAffinity, sign: int) -> None:
-        count = self.specs.get(affinity, 0) + sign
-        if count > 0:
-            self.specs[affinity] = count
-        else:
-            self.specs.pop(affinity, None)
-
-    def bears_on(self, namespace: str, labels: Mapping[str, str],
-                 namespace_labels: Mapping[str, str], *, required_anti_only: bool = False
-                 ) -> bool:
-        """Whether some counted affinity has a term matching a pod in ``namespace`` with
-        ``labels``: any term (they all score), or only required anti-affinity (Filter)."""
-        for affinity in self.specs:
-            terms = affinity.required_anti if required_anti_only else affinity.toward_others()
-            for term in terms:
-                if term.matches(namespace, labels, namespace_labels):
-                    return True
-        return False
+def bears_on(affinities: Iterable[PodAffinity], namespace: str, labels: Mapping[str, str],
+             namespace_labels: Mapping[str, str], *, required_anti_only: bool = False) -> bool:
+    """Whether one of the (distinct) ``affinities`` of placed pods has a term matching a pod
+    in ``namespace`` with ``labels``: any term (they all score), or only required
+    anti-affinity (Filter). When none does, no other pod's affinity bears on where that pod
+    goes (the common case, checked in O(distinct affinities) instead of a pass over the
+    nodes)."""
+    for affinity in affinities:
+        terms = affinity.required_anti if required_anti_only else affinity.toward_others()
+        for term in terms:
+            if term.matches(namespace, labels, namespace_labels):
+                return True
+    return False

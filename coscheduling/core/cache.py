@@ -21,6 +21,11 @@ state, waiting pods), because every decision reads all of it together.
 Every change to a node's usage or to the node itself is also written to a change log, so
 per-signature node tables (``coscheduling.core.placement``) re-evaluate only the nodes that
 changed since they last looked.
+
+Node records keep only what is true of their node. What spans nodes (the pods by label and by
+pod affinity, their priorities) is indexed here, in one place each: every pod and claim goes
+onto a node record and off it through the cache (``_put`` / ``_take``), which keeps the
+indexes with it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from collections.abc import Iterable, Iterator
 
 from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
-from coscheduling.api.podaffinity import AffinityIndex, LabelSelector, PodAffinity
+from coscheduling.api.podaffinity import LabelSelector, PodAffinity
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import Pod
 from coscheduling.core.transaction import Placement, Transaction
@@ -64,17 +69,19 @@ class Cache:
         # sequence number _changes_base + i.
         self._changes: list[str] = []
         self._changes_base = 0
-        # Pod affinities of the pods on nodes, and namespace labels (for namespaceSelector).
-        self.affinity = AffinityIndex()
-        self.priorities: Counter[int] = Counter()
-        self.namespace_labels: dict[str, dict[str, str]] = {}
+        # The indexes over node records: priorities of the pods on them (so preemption knows
+        # at once whether any pod is of lower priority than a preemptor), and the pods and
+        # claims on them by label and by pod affinity (see labelindex).
+        self._priorities: Counter[int] = Counter()
         self._labels: LabelIndex[NodeInfo] = LabelIndex()
+        # Namespace labels (for namespaceSelector).
+        self.namespace_labels: dict[str, dict[str, str]] = {}
         # The open transaction and the scopes nested in it, outermost first.
         self.scopes: list[Transaction] = []
 
     def lowest_priority(self) -> int | None:
         """The lowest priority of a pod on a node (bound or assumed); None if there is none."""
-        return min((p for p, n in self.priorities.items() if n > 0), default=None)
+        return min((p for p, n in self._priorities.items() if n > 0), default=None)
 
     # -- change log --------------------------------------------------------------------
     def _touch(self, name: str) -> None:
@@ -110,9 +117,7 @@ class Cache:
         with self.lock:
             info = self._nodes.get(node.name)
             if info is None:
-                info = self._nodes[node.name] = NodeInfo(
-                    node.name, affinity_index=self.affinity, priorities=self.priorities,
-                    label_index=self._labels)
+                info = self._nodes[node.name] = NodeInfo(node.name)
             if info.node is None:
                 self._node_order.append(node.name)
             info.node = node
@@ -151,10 +156,44 @@ class Cache:
     def _node_info(self, name: str) -> NodeInfo:
         info = self._nodes.get(name)
         if info is None:
-            info = self._nodes[name] = NodeInfo(name, affinity_index=self.affinity,
-                                                 priorities=self.priorities,
-                                                 label_index=self._labels)
+            info = self._nodes[name] = NodeInfo(name)
         return info
+
+    # -- node records and the indexes over them ------------------------------------------
+    def _put(self, info: NodeInfo, pod: Pod, *, claim: bool = False) -> None:
+        """``pod`` goes onto ``info`` (as a gang's claim if ``claim``), replacing its record
+        there: the indexes follow."""
+        replaced = info.add_claim(pod) if claim else info.add_pod(pod)
+        if replaced is not None:
+            self._index(replaced, info, claim, -1)
+        self._index(pod, info, claim, 1)
+
+    def _take(self, info: NodeInfo, pod_key: str, *, claim: bool = False) -> Pod | None:
+        """``pod_key``'s pod (or claim) leaves ``info``: the indexes follow. Its record, if
+        it was there."""
+        pod = info.remove_claim(pod_key) if claim else info.remove_pod(pod_key)
+        if pod is not None:
+            self._index(pod, info, claim, -1)
+        return pod
+
+    def _index(self, pod: Pod, info: NodeInfo, claim: bool, sign: int) -> None:
+        self._labels.account(pod, info, claim, sign)
+        if not claim:
+            self._priorities[pod.priority] += sign
+
+    def take_off(self, name: str, pod_key: str) -> Pod | None:
+        """Take pod ``pod_key`` off node record ``name``, the pod still known (a
+        transaction's tentative eviction); its record there, if it was there. Under the
+        lock; the caller marks the node changed."""
+        info = self._nodes.get(name)
+        return self._take(info, pod_key) if info is not None else None
+
+    def put_back(self, name: str, pod: Pod) -> None:
+        """Put ``pod`` back on node record ``name`` (a tentative eviction ends). Under the
+        lock; the caller marks the node changed."""
+        info = self._nodes.get(name)
+        assert info is not None, f"node record {name} left during a transaction"
+        self._put(info, pod)
 
     # -- pods --------------------------------------------------------------------------
     def pod(self, key: str) -> Pod | None:
@@ -211,6 +250,10 @@ class Cache:
         with those pods and their node records. Under the lock."""
         return self._labels.affinities()
 
+    def has_placed_affinities(self) -> bool:
+        """Whether any pod bound, assumed or claimed on a node record has pod affinity."""
+        return self._labels.has_affinities()
+
     def group_keys(self) -> list[str]:
         return list(self._groups)
 
@@ -247,14 +290,14 @@ class Cache:
             return old
 
     def _add_to_node(self, node_name: str, pod: Pod) -> None:
-        self._node_info(node_name).add_pod(pod)
+        self._put(self._node_info(node_name), pod)
         self._touch(node_name)
 
     def _unindex(self, pod: Pod) -> None:
         node_name = pod.node_name or self._assumed.get(pod.key, "")
         if node_name and node_name in self._nodes:
             info = self._nodes[node_name]
-            info.remove_pod(pod.key)
+            self._take(info, pod.key)
             self._touch(node_name)
             if info.node is None and not info.pods and not info.claims:
                 del self._nodes[node_name]
@@ -314,7 +357,7 @@ class Cache:
                 return
             info = self._nodes.get(node_name)
             if info is not None:
-                info.remove_pod(pod_key)
+                self._take(info, pod_key)
                 self._touch(node_name)
             self._recount(pod_key)
 
@@ -328,7 +371,7 @@ class Cache:
         with self.lock:
             self.drop_claim(pod.key)
             self._claims[pod.key] = node_name
-            self._node_info(node_name).add_claim(pod)
+            self._put(self._node_info(node_name), pod, claim=True)
             self._touch(node_name)
             self._recount(pod.key)
 
@@ -336,7 +379,7 @@ class Cache:
         with self.lock:
             node_name = self._claims.pop(pod_key, None)
             if node_name is not None and node_name in self._nodes:
-                self._nodes[node_name].remove_claim(pod_key)
+                self._take(self._nodes[node_name], pod_key, claim=True)
                 self._touch(node_name)
             if node_name is not None:
                 self._recount(pod_key)
@@ -374,19 +417,19 @@ class Cache:
         if now.assumed is not None:
             del self._assumed[pod_key]
             if now.assumed in self._nodes:
-                self._nodes[now.assumed].remove_pod(pod_key)
+                self._take(self._nodes[now.assumed], pod_key)
         if now.claimed is not None:
             del self._claims[pod_key]
             if now.claimed in self._nodes:
-                self._nodes[now.claimed].remove_claim(pod_key)
+                self._take(self._nodes[now.claimed], pod_key, claim=True)
         if before.assumed is not None:
             self._assumed[pod_key] = before.assumed
             if before.assumed_pod is not None:
-                self._node_info(before.assumed).add_pod(before.assumed_pod)
+                self._put(self._node_info(before.assumed), before.assumed_pod)
         if before.claimed is not None:
             self._claims[pod_key] = before.claimed
             if before.claim_pod is not None:
-                self._node_info(before.claimed).add_claim(before.claim_pod)
+                self._put(self._node_info(before.claimed), before.claim_pod, claim=True)
         for name in {n for n in (*now.records, before.assumed, before.claimed) if n}:
             self._touch(name)
             info = self._nodes.get(name)

@@ -51,6 +51,8 @@ class Records(Protocol):
     scopes: list[Transaction]
 
     def record(self, name: str) -> NodeInfo | None: ...
+    def take_off(self, name: str, pod_key: str) -> Pod | None: ...
+    def put_back(self, name: str, pod: Pod) -> None: ...
     def placement(self, pod_key: str, *nodes: str) -> Placement: ...
     def restore(self, pod_key: str, before: Placement) -> None: ...
     def touch(self, names: Iterable[str] | None) -> None: ...
@@ -172,10 +174,8 @@ class Transaction:
         cache = self._cache
         gone: Evicted = []
         for pod in pods:
-            info = cache.record(pod.node_name) if pod.node_name else None
-            held = info.pods.get(pod.key) if info is not None else None
-            if info is not None and held is not None:
-                info.remove_pod(pod.key)
+            held = cache.take_off(pod.node_name, pod.key) if pod.node_name else None
+            if held is not None:
                 gone.append((pod.node_name, held))
         cache.touch(name for name, _ in gone)
         self._root._evictions.append((len(self._root._undo), gone))
@@ -183,16 +183,14 @@ class Transaction:
 
     def _put_back(self, gone: Evicted) -> None:
         for name, pod in reversed(gone):
-            info = self._cache.record(name)
-            assert info is not None, f"node record {name} left during a transaction"
-            info.add_pod(pod)
+            self._cache.put_back(name, pod)
         self._cache.touch(name for name, _ in gone)
 
     def _take_off(self, gone: Evicted) -> None:
         for name, pod in gone:
-            info = self._cache.record(name)
-            assert info is not None, f"node record {name} left during a transaction"
-            info.remove_pod(pod.key)
+            assert self._cache.record(name) is not None, \
+                f"node record {name} left during a transaction"
+            self._cache.take_off(name, pod.key)
         self._cache.touch(name for name, _ in gone)
 
     def _end_evictions(self) -> None:

@@ -23,7 +23,7 @@ from coscheduling.framework.status import Status
 
 if TYPE_CHECKING:
     from coscheduling.api.budgets import Budget
-    from coscheduling.api.podaffinity import AffinityIndex, LabelSelector, PodAffinity
+    from coscheduling.api.podaffinity import LabelSelector, PodAffinity
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import VolumeStore
@@ -36,7 +36,6 @@ class SchedulerCache(Protocol):
     """Nodes, the pods on them, and the room gangs claimed (the cache; one lock for all)."""
 
     lock: threading.RLock
-    affinity: AffinityIndex
     namespace_labels: dict[str, dict[str, str]]
 
     def node(self, name: str) -> NodeInfo | None: ...
@@ -53,6 +52,8 @@ class SchedulerCache(Protocol):
         record; None when it names no label value to look them up by."""
     def placed_affinities(self) -> Iterator[tuple[PodAffinity, Iterable[tuple[Pod, NodeInfo]]]]:
         """Each distinct pod affinity of the pods on node records, with those pods."""
+    def has_placed_affinities(self) -> bool:
+        """Whether any pod on a node record has pod affinity (the common answer: no)."""
     def lowest_priority(self) -> int | None: ...
     @property
     def change_seq(self) -> int: ...

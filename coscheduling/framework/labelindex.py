@@ -7,13 +7,14 @@ Selectors nearly always name a label value (``matchLabels``, ``key In (...)``), 
 that may match are found here by that value, and only they are checked in full.
 
 A label key is indexed from the first time a selector asks for it (one pass over the
-nodes), then kept current by the node records as pods come and go: clusters whose pods
-carry no such selectors pay nothing for it. Read-only questions (gRPC Filter, Score,
-Simulate) drop the keys they added when they end (:meth:`LabelIndex.forget_keys_but`), so the
-keys of pods that may not exist do not stay.
+nodes), then kept current by the cache as pods come onto node records and leave them:
+clusters whose pods carry no such selectors pay nothing for it. Read-only questions (gRPC
+Filter, Score, Simulate) drop the keys they added when they end
+(:meth:`LabelIndex.forget_keys_but`), so the keys of pods that may not exist do not stay.
 
 The pods that carry pod affinity are kept by their (distinct) affinity, so the terms of
-pods already placed are matched once per distinct affinity, not once per pod.
+pods already placed are matched once per distinct affinity, not once per pod; this is the
+one place the cache keeps placed pods' affinities.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ class LabelIndex(Generic[_N]):
         every later placement keeps current. Under the cache lock."""
         for key in [k for k in self._keys if k not in kept]:
             del self._keys[key]
+
+    def has_affinities(self) -> bool:
+        """Whether any pod on a node record carries pod affinity (asked first, per pod)."""
+        return bool(self._affinities)
 
     def affinities(self) -> Iterator[tuple[PodAffinity, Iterable[_Entry[_N]]]]:
         """Each distinct pod affinity of the pods on node records, with those pods."""

@@ -3,19 +3,18 @@
 It accounts pods bound there, pods assumed there (placed, not yet bound) and claims (room a
 gang reserved for members it has not placed yet); room handed over from preemption victims to
 the claims that take it is counted once (see ``used``). The cache (:mod:`coscheduling.core.cache`)
-keeps one per node; Filter and Score plugins read it.
+keeps one per node; Filter and Score plugins read it. A record holds only what is true of its
+node: the indexes across nodes (pods by label and by pod affinity, priorities) are the cache's,
+which it keeps as it puts pods and claims on records and takes them off.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 
 from coscheduling.api.nodes import Node
-from coscheduling.api.podaffinity import AffinityIndex
 from coscheduling.api.pods import Pod, unreadable_error
 from coscheduling.api.quantity import add_into
-from coscheduling.framework.labelindex import LabelIndex
 
 
 class NodeInfo:
@@ -23,29 +22,22 @@ class NodeInfo:
 
     __slots__ = (
         "_shared_memo",
-        "affinity_index",
-        "affinity_pods",
         "claimed",
         "claimed_nonzero_cpu",
         "claimed_nonzero_memory",
         "claims",
         "handovers",
-        "label_index",
         "name",
         "node",
         "nonzero_cpu",
         "nonzero_memory",
         "pods",
         "ports",
-        "priorities",
         "requested",
         "unreadable",
     )
 
-    def __init__(self, name: str, node: Node | None = None,
-                 affinity_index: AffinityIndex | None = None,
-                 priorities: Counter[int] | None = None,
-                 label_index: LabelIndex[NodeInfo] | None = None) -> None:
+    def __init__(self, name: str, node: Node | None = None) -> None:
         self.name = name
         self.node = node
         self.pods: dict[str, Pod] = {}
@@ -67,24 +59,6 @@ class NodeInfo:
         # Pods here whose spec could not be read (key -> parse error): the room they take is
         # unknown, never zero, so the node takes no new pods while any is here.
         self.unreadable: dict[str, str] = {}
-        # Pods and claims here that carry pod (anti-)affinity, and the cache-wide index of
-        # their affinities (shared by every node record of one cache).
-        self.affinity_pods: dict[str, Pod] = {}
-        self.affinity_index = affinity_index if affinity_index is not None else AffinityIndex()
-        # Priorities of the pods on every node (shared by the cache's node records), so that
-        # preemption knows at once whether any pod is of lower priority than a preemptor.
-        self.priorities: Counter[int] = priorities if priorities is not None else Counter()
-        # Pods and claims by label, shared by the cache's node records (see labelindex).
-        self.label_index: LabelIndex[NodeInfo] = (
-            label_index if label_index is not None else LabelIndex())
-
-    def _track_affinity(self, pod: Pod, sign: int) -> None:
-        if pod.pod_affinity is not None:
-            if sign > 0:
-                self.affinity_pods[pod.key] = pod
-            else:
-                self.affinity_pods.pop(pod.key, None)
-            self.affinity_index.add(pod.pod_affinity, sign)
 
     def _account(self, pod: Pod, sign: int) -> None:
         self._shared_memo.clear()
@@ -93,24 +67,25 @@ class NodeInfo:
         self.nonzero_memory += sign * pod.nonzero_memory
         for port in pod.host_ports:
             self.ports[port] = self.ports.get(port, 0) + sign
-        self._track_affinity(pod, sign)
-        self.label_index.account(pod, self, False, sign)
-        self.priorities[pod.priority] += sign
 
-    def add_pod(self, pod: Pod) -> None:
-        if pod.key in self.pods:
-            self.remove_pod(pod.key)
+    def add_pod(self, pod: Pod) -> Pod | None:
+        """Put ``pod`` here; the record of it that it replaces (so the cache's indexes can
+        drop it), if any."""
+        replaced = self.remove_pod(pod.key) if pod.key in self.pods else None
         self.pods[pod.key] = pod
         self._account(pod, 1)
         if pod.parse_error and unreadable_error(pod):
             self.unreadable[pod.key] = pod.parse_error
+        return replaced
 
-    def remove_pod(self, key: str) -> None:
+    def remove_pod(self, key: str) -> Pod | None:
+        """Take pod ``key`` off; its record here, if it was here."""
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._account(pod, -1)
             if self.unreadable:
                 self.unreadable.pop(key, None)
+        return pod
 
     @property
     def closed(self) -> bool:
@@ -129,23 +104,25 @@ class NodeInfo:
                     "it takes is unknown")
         return ""
 
-    def add_claim(self, pod: Pod) -> None:
-        self.remove_claim(pod.key)
+    def add_claim(self, pod: Pod) -> Pod | None:
+        """Claim room here for ``pod``; the claim it replaces, if any."""
+        replaced = self.remove_claim(pod.key)
         self.claims[pod.key] = pod
         self._account_claim(pod, 1)
+        return replaced
 
-    def remove_claim(self, key: str) -> None:
+    def remove_claim(self, key: str) -> Pod | None:
+        """Drop ``key``'s claim here; the claim, if there was one."""
         pod = self.claims.pop(key, None)
         if pod is not None:
             self._account_claim(pod, -1)
+        return pod
 
     def _account_claim(self, pod: Pod, sign: int) -> None:
         self._shared_memo.clear()
         add_into(self.claimed, pod.requests, sign)
         self.claimed_nonzero_cpu += sign * pod.nonzero_cpu
         self.claimed_nonzero_memory += sign * pod.nonzero_memory
-        self._track_affinity(pod, sign)
-        self.label_index.account(pod, self, True, sign)
 
     def used(self, resource: str, excluding: str = "") -> int:
         """Requested plus claimed ``resource``, not counting ``excluding``'s own claim, and

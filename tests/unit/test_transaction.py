@@ -3,12 +3,14 @@ node still holding pods, bound pods with labels, pod affinities, priorities and 
 assumed pods, gang members with claims, hand-overs, an indexed label key) and random
 sequences of tentative changes with savepoints, rollbacks and nested scopes. A discard leaves
 every store, index and node record as it was; a commit leaves them as the changes that were
-not rolled back, applied directly to a second cache built alike. Every node that differed at
-some point is marked changed since then, so per-signature node tables re-read it."""
+not rolled back, applied directly to a second cache built alike. Either way the cache's
+indexes hold exactly what its node records hold. Every node that differed at some point is
+marked changed since then, so per-signature node tables re-read it."""
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,15 +127,17 @@ def ops(draw: st.DrawFn, world: World) -> list[Op]:
     count = len(world.pods)
     targets = st.sampled_from((*NODES[:world.nodes], GHOST))
     index = st.integers(0, count - 1)
-    # Only pods not bound are assumed or claimed (a bound pod's own claim would share its
-    # slot in NodeInfo.affinity_pods, which is keyed by pod alone).
+    # Any pod may be claimed for (a bound pod's claim is a slot of its own in every index);
+    # only pods not bound are assumed (an assumption replaces the record of a bound pod).
     unbound = [i for i, s in enumerate(world.pods) if s.state != "bound"]
     chosen: list[Op] = []
     for _ in range(draw(st.integers(0, 24))):
         kind = draw(st.sampled_from((*CHANGES, *SCOPES, *SCOPES, "evict")))
-        if kind in ("claim", "assume") and unbound:
+        if kind == "claim":
+            chosen.append((kind, draw(index), draw(targets)))
+        elif kind == "assume" and unbound:
             chosen.append((kind, draw(st.sampled_from(unbound)), draw(targets)))
-        elif kind in ("claim", "assume"):
+        elif kind == "assume":
             continue
         elif kind in ("drop_claim", "forget", "take_back"):
             chosen.append((kind, draw(index)))
@@ -165,18 +169,15 @@ def apply(target: Any, op: Op, members: list[Pod]) -> None:
 def evict_directly(cache: Cache, victims: list[Pod]) -> list[tuple[str, Pod]]:
     gone = []
     for pod in victims:
-        info = cache.record(pod.node_name) if pod.node_name else None
-        if info is not None and pod.key in info.pods:
-            gone.append((pod.node_name, info.pods[pod.key]))
-            info.remove_pod(pod.key)
+        held = cache.take_off(pod.node_name, pod.key) if pod.node_name else None
+        if held is not None:
+            gone.append((pod.node_name, held))
     return gone
 
 
 def put_back_directly(cache: Cache, gone: list[tuple[str, Pod]]) -> None:
     for name, pod in gone:
-        record = cache.record(name)
-        assert record is not None
-        record.add_pod(pod)
+        cache.put_back(name, pod)
 
 
 # -- what the cache holds ---------------------------------------------------------------
@@ -202,9 +203,7 @@ def node_print(cache: Cache, info: NodeInfo | None) -> Any:
     return (info.name, same(info.node), _pods(info.pods), _nonzero(info.requested),
             info.nonzero_cpu, info.nonzero_memory, _pods(info.claims), _nonzero(info.claimed),
             info.claimed_nonzero_cpu, info.claimed_nonzero_memory,
-            list(info.handovers.items()), _nonzero(info.ports), dict(info.unreadable),
-            _pods(info.affinity_pods), info.affinity_index is cache.affinity,
-            info.priorities is cache.priorities, info.label_index is cache._labels)
+            list(info.handovers.items()), _nonzero(info.ports), dict(info.unreadable))
 
 
 def _entries(cache: Cache, bucket: dict[Any, tuple[Pod, NodeInfo]]) -> dict[Any, Any]:
@@ -224,8 +223,7 @@ def fingerprint(cache: Cache) -> dict[str, Any]:
         "groups": {k: set(v) for k, v in cache._groups.items()},
         "group_nodes": {k: dict(v) for k, v in cache._group_nodes.items()},
         "counted": dict(cache._counted),
-        "affinity": dict(cache.affinity.specs),
-        "priorities": _nonzero(cache.priorities),
+        "priorities": _nonzero(cache._priorities),
         "namespace_labels": dict(cache.namespace_labels),
         "label_keys": {key: {value: _entries(cache, bucket) for value, bucket in values.items()}
                        for key, values in labels._keys.items()},
@@ -309,6 +307,27 @@ def reference(world: World, kept: list[Op]) -> Cache:
     return cache
 
 
+def check_indexes(cache: Cache) -> None:
+    """The cache's indexes hold exactly what its node records hold: each fact kept once,
+    the rest derived from it."""
+    held = [(pod, info, claim) for info in cache._nodes.values()
+            for claim, pods in ((False, info.pods), (True, info.claims)) for pod in pods.values()]
+    priorities: Counter[int] = Counter(pod.priority for pod, _, claim in held if not claim)
+    assert _nonzero(cache._priorities) == dict(priorities)
+    affinities: dict[Any, dict[Any, Any]] = {}
+    labelled: dict[str, dict[str, dict[Any, Any]]] = {key: {} for key in cache._labels._keys}
+    for pod, info, claim in held:
+        slot, entry = (pod.key, info.name, claim), (same(pod), info.name, True)
+        if pod.pod_affinity is not None:
+            affinities.setdefault(pod.pod_affinity, {})[slot] = entry
+        for key, values in labelled.items():
+            if key in pod.labels:
+                values.setdefault(pod.labels[key], {})[slot] = entry
+    printed = fingerprint(cache)
+    assert printed["label_affinities"] == affinities
+    assert printed["label_keys"] == labelled
+
+
 def check_marks(run: Run) -> None:
     """Every node record that differs now from a look is marked changed since it."""
     now = run._nodes()
@@ -340,6 +359,7 @@ def test_discard_and_commit_are_exact(data: st.DataObject) -> None:
         run.look()
     expected = fingerprint(reference(world, run.kept)) if commit else before
     assert fingerprint(cache) == expected
+    check_indexes(cache)
     check_marks(run)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from coscheduling.api.podaffinity import bears_on
 from coscheduling.config.errors import as_bool, as_int, reject_unknown
 from coscheduling.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -134,17 +135,18 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return self._cache.namespace_labels.get(namespace, _NO_LABELS)
 
     def _others_bear_on(self, pod: Pod, *, required_anti_only: bool) -> bool:
-        index = self._cache.affinity
-        if not index.specs:
+        cache = self._cache
+        if not cache.has_placed_affinities():
             return False
-        return index.bears_on(pod.namespace, pod.labels, self._namespace_labels(pod.namespace),
-                              required_anti_only=required_anti_only)
+        return bears_on((affinity for affinity, _ in cache.placed_affinities()), pod.namespace,
+                        pod.labels, self._namespace_labels(pod.namespace),
+                        required_anti_only=required_anti_only)
 
     def sign(self, pod: Pod) -> Hashable | None:
         """Constant for a pod without pod affinity that no placed pod's terms match (its
         results are then 'passes everywhere, scores 0'); None otherwise, since they depend
         on where other pods are."""
-        if pod.pod_affinity is None and not self._cache.affinity.specs:
+        if pod.pod_affinity is None and not self._cache.has_placed_affinities():
             return ()  # the common case, first: no pod anywhere has pod affinity
         if pod.pod_affinity is not None or self._others_bear_on(pod, required_anti_only=False):
             return None
@@ -155,7 +157,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         """Count matching pods per topology domain once, for Filter and Score on every node."""
         affinity = pod.pod_affinity
         state.write(STATE_KEY + "Ran", True)
-        if affinity is None and not self._cache.affinity.specs:
+        if affinity is None and not self._cache.has_placed_affinities():
             state.skip_score.add(NAME)  # the common case, first: nothing to check or score
             return SKIP
         has_required = affinity is not None and bool(affinity.required or affinity.required_anti)
