@@ -2,8 +2,9 @@
 
 Phases follow the seed design: Pending (nothing happening), PreScheduling (fewer member pods
 exist than minMember), Scheduling (an attempt holds claims or waiting members), Scheduled
-(minMember released or bound), Running (minMember running), Finished (minMember succeeded and
-none running), Failed (members failed and none is left running or placed).
+(minMember released or bound), Running (minMember running or succeeded, one still running),
+Finished (minMember succeeded and none running), Failed (members failed and none is left
+running or placed).
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ def gang_phase(view: GroupView, tally: Tally) -> str:
     if t.failed and t.running + t.released + counts.waiting == 0 and t.succeeded < minimum \
             and len(view.members) < minimum:
         return pg.PHASE_FAILED
-    if t.running >= minimum:
-        return pg.PHASE_RUNNING
+    if t.running and t.running + t.succeeded >= minimum:
+        return pg.PHASE_RUNNING  # members that ended well still count (as Volcano's do)
     if t.released >= minimum or (t.bound and t.bound + t.succeeded >= minimum):
         return pg.PHASE_SCHEDULED
     if (view.gang is not None and view.gang.deadline) or counts.waiting:
