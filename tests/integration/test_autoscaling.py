@@ -1,0 +1,207 @@
+"""Whole-gang scale-up and the scale-down guard against the real API server.
+
+The autoscaler's part is played by :class:`StandInAutoscaler` (tests/integration/
+autoscaler.py: the real cluster-autoscaler module is not served to this project), which
+answers ProvisioningRequests with new Node objects and removes idle nodes, honouring the
+scale-down-disabled annotation. Nodes are API objects without kubelets.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from coscheduling.cluster.client import KubeClient
+from coscheduling.provisioning.guard import GUARDED_BY, SCALE_DOWN_DISABLED
+from coscheduling.provisioning.requests import (
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    requests_path,
+)
+from tests.integration.autoscaler import (
+    GROUP_LABEL,
+    NodeGroup,
+    StandInAutoscaler,
+    install_provisioning_crd,
+)
+from tests.integration.kube import (
+    create_pod,
+    create_podgroup,
+    delete_podgroup,
+    events_for,
+    exists,
+    list_pods,
+    pod_body,
+    start_waiting_gang,
+    wait_until,
+)
+
+StartScheduler = Callable[..., Any]
+GPU = "nvidia.com/gpu"
+PG = "/apis/batch.scheduler.tencent.com/v1/namespaces/{ns}/podgroups/{name}"
+SCALE_UP = {"pluginConfig": [{"name": "Coscheduling", "args": {
+    "freezeSeconds": 2, "scaleUp": {"enabled": True, "guardNodes": True, "retrySeconds": 2}}}]}
+GROUPS = [NodeGroup("cpu", {"cpu": "4", "memory": "16Gi"}, max_size=3),
+          NodeGroup("gpu", {"cpu": "16", "memory": "64Gi", GPU: "8"}, max_size=2)]
+
+
+@pytest.fixture
+def provisioning_api(kube: KubeClient) -> None:
+    install_provisioning_crd(kube)
+
+
+def _group(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    return kube.get(PG.format(ns=namespace, name=name))
+
+
+def _condition(group: dict[str, Any], kind: str) -> dict[str, Any]:
+    found = [c for c in (group.get("status") or {}).get("conditions") or ()
+             if c.get("type") == kind]
+    return found[0] if found else {}
+
+
+class Timeline:
+    """What the gang's status and its request said, each change once, in order."""
+
+    def __init__(self, kube: KubeClient, namespace: str, group: str) -> None:
+        self.kube, self.namespace, self.group = kube, namespace, group
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Timeline:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(0.2):
+            group = _group(self.kube, self.namespace, self.group)
+            status = group.get("status") or {}
+            request = status.get("provisioningRequest") or {}
+            scale = _condition(group, "ScaleUp")
+            bound = sum(1 for p in list_pods(self.kube, self.namespace)
+                        if p["spec"].get("nodeName")
+                        and (p["metadata"].get("labels") or {}).get(
+                            "group.batch.scheduler.tencent.com") == self.group)
+            line = (f"phase={status.get('phase', '')} request={request.get('name', '-')}:"
+                    f"{request.get('state', '-')} ScaleUp={scale.get('status', '-')}/"
+                    f"{scale.get('reason', '-')} bound={bound}")
+            if not self.seen or self.seen[-1].split("] ", 1)[1] != line:
+                self.seen.append(f"[{time.monotonic() - started:5.1f}s] {line}")
+
+
+def test_gang_gets_the_nodes_it_needs_in_one_request_and_binds_whole(
+        kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
+        start_scheduler: StartScheduler) -> None:
+    """8 one-GPU members, room for 5: one request for the 8, one GPU node added, all bound."""
+    sched = start_scheduler(SCALE_UP)
+    make_node("gpu-0", cpu="16", memory="64Gi", extended={GPU: "8"},
+              labels={GROUP_LABEL: "gpu"})
+    create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
+                                         extra={GPU: "3"}, node_name="gpu-0"))
+    with StandInAutoscaler(kube, GROUPS) as autoscaler, \
+            Timeline(kube, namespace, "train") as timeline:
+        create_podgroup(kube, namespace, "train", 8)
+        for i in range(8):
+            create_pod(kube, namespace, pod_body(f"train-{i}", scheduler=sched.name,
+                                                 cpu="1", group="train", extra={GPU: "1"}))
+
+        def members() -> list[dict[str, Any]]:
+            return [p for p in list_pods(kube, namespace)
+                    if p["metadata"]["name"].startswith("train-")]
+
+        try:
+            wait_until(lambda: all(p["spec"].get("nodeName") for p in members()), timeout=60,
+                       what="all 8 members bound")
+            wait_until(lambda: (_group(kube, namespace, "train").get("status") or {})
+                       .get("provisioningRequest", {}).get("state") == "Provisioned",
+                       what="the request's state in the PodGroup status")
+        finally:
+            print("\n".join(["", "timeline of PodGroup train:", *timeline.seen]))
+            print("decisions:", autoscaler.decisions)
+    requests = kube.get(requests_path(namespace)).get("items") or []
+    assert [r["metadata"]["name"] for r in requests] == ["train-gang-1"]
+    assert [s["count"] for s in requests[0]["spec"]["podSets"]] == [8]
+    assert requests[0]["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+    assert list(autoscaler.decisions) == [f"{namespace}/train-gang-1"]
+    assert autoscaler.decisions[f"{namespace}/train-gang-1"].nodes == ["gpu-1"]
+    placed = {p["spec"]["nodeName"] for p in members()}
+    assert placed == {"gpu-0", "gpu-1"}
+    for pod in members():
+        annotations = pod["metadata"].get("annotations") or {}
+        assert annotations.get(CONSUME_ANNOTATION) == "train-gang-1"
+        assert annotations.get(CLASS_ANNOTATION) == \
+            "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    group = _group(kube, namespace, "train")
+    assert _condition(group, "ScaleUp")["reason"] == "Provisioned"
+    reasons = [e["reason"] for e in sorted(events_for(kube, namespace, "train"),
+                                           key=lambda e: e["metadata"]["creationTimestamp"])]
+    print("events of PodGroup train:", reasons)
+    assert "ScaleUpRequested" in reasons and "ScaleUpProvisioned" in reasons
+    delete_podgroup(kube, namespace, "train")
+    wait_until(lambda: not exists(kube, requests_path(namespace, "train-gang-1")),
+               what="the garbage collector to delete the request with its PodGroup")
+
+
+def test_gang_no_node_shape_can_hold_asks_for_nothing_and_says_why(
+        kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler(SCALE_UP)
+    make_node("big-0", cpu="16", memory="64Gi", extended={GPU: "8"},
+              labels={GROUP_LABEL: "gpu"})
+    with StandInAutoscaler(kube, GROUPS) as autoscaler:
+        create_podgroup(kube, namespace, "huge", 2)
+        for i in range(2):
+            create_pod(kube, namespace, pod_body(f"huge-{i}", scheduler=sched.name,
+                                                 cpu="1", group="huge", extra={GPU: "16"}))
+        condition = wait_until(lambda: _condition(_group(kube, namespace, "huge"), "ScaleUp"),
+                               what="the ScaleUp condition of the gang")
+        scans = autoscaler.scans
+        wait_until(lambda: autoscaler.scans >= scans + 3, what="three more autoscaler scans")
+    assert condition["status"] == "False" and condition["reason"] == "NoNodeShapeFits"
+    assert "could hold member huge-" in condition["message"]
+    assert "nvidia.com/gpu 16" in condition["message"]
+    assert (kube.get(requests_path(namespace)).get("items") or []) == []
+    assert autoscaler.decisions == {} and autoscaler.created == {}
+
+
+def _annotated(kube: KubeClient, node: str) -> dict[str, str]:
+    return dict(kube.get(f"/api/v1/nodes/{node}")["metadata"].get("annotations") or {})
+
+
+def test_node_under_a_waiting_member_is_never_scaled_down_while_an_idle_one_is(
+        kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
+        start_scheduler: StartScheduler) -> None:
+    sched = start_scheduler(SCALE_UP, start=False)
+    sched.start(loops=False)
+    taint = {"key": "dedicated", "value": "other", "effect": "NoSchedule"}
+    make_node("cpu-idle", cpu="4", labels={GROUP_LABEL: "cpu"}, taints=[taint])
+    make_node("cpu-gang", cpu="4", labels={GROUP_LABEL: "cpu"})
+    waiting = start_waiting_gang(kube, namespace, sched, "hold", size=3)
+    assert len(waiting) == 2
+    scheduler = sched.service.scheduler
+    with StandInAutoscaler(kube, GROUPS) as autoscaler:
+        scheduler.housekeeping()  # marks the node the waiting members are on
+        wait_until(lambda: _annotated(kube, "cpu-gang").get(SCALE_DOWN_DISABLED) == "true",
+                   what="the scale-down-disabled annotation on cpu-gang")
+        wait_until(lambda: "cpu-idle" in autoscaler.removed, what="the idle node removed")
+        scans = autoscaler.scans
+        wait_until(lambda: autoscaler.scans >= scans + 3, what="three more autoscaler scans")
+        assert exists(kube, "/api/v1/nodes/cpu-gang") and autoscaler.removed == ["cpu-idle"]
+        assert _annotated(kube, "cpu-gang").get(GUARDED_BY) == "true"
+        delete_podgroup(kube, namespace, "hold")  # the waiting members are rejected
+        wait_until(lambda: not list(scheduler.waiting_pods), what="the waiting members gone")
+        scheduler.housekeeping()
+        wait_until(lambda: SCALE_DOWN_DISABLED not in _annotated(kube, "cpu-gang"),
+                   what="the annotation cleared")
+        wait_until(lambda: "cpu-gang" in autoscaler.removed,
+                   what="the node scaled down once no gang holds it")
