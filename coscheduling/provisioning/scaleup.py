@@ -237,10 +237,12 @@ class ScaleUps:
             found["message"] = asked.state.message
         message = f"{asked.describe()} since {format_rfc3339(since)}"
         if asked.state.state in ENDED:
-            found["retryAt"] = format_rfc3339(asked.retry_at)
+            when = "after a backoff"
+            if asked.retry_at:
+                found["retryAt"] = when = format_rfc3339(asked.retry_at)
+                when = f"at {when}"
             return found, {"type": "ScaleUp", "status": "False", "reason": asked.state.state,
-                           "message": f"{message}; asked again at "
-                                      f"{format_rfc3339(asked.retry_at)}"}
+                           "message": f"{message}; asked again {when}"}
         return found, {"type": "ScaleUp", "status": "True", "reason": asked.state.state,
                        "message": message}
 

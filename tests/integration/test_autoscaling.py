@@ -174,6 +174,45 @@ def test_gang_no_node_shape_can_hold_asks_for_nothing_and_says_why(
     assert autoscaler.decisions == {} and autoscaler.created == {}
 
 
+def test_failed_request_leaves_the_gang_waiting_with_the_reason_and_is_asked_again(
+        kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
+        start_scheduler: StartScheduler) -> None:
+    """The GPU group may grow by one node; the gang needs two: the autoscaler says Failed,
+    the gang binds nothing, the request is deleted and asked again after the backoff."""
+    sched = start_scheduler(SCALE_UP)
+    make_node("gpu-0", cpu="16", memory="64Gi", extended={GPU: "8"},
+              labels={GROUP_LABEL: "gpu"})
+    create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
+                                         extra={GPU: "1"}, node_name="gpu-0"))
+    with StandInAutoscaler(kube, GROUPS):
+        create_podgroup(kube, namespace, "wide", 2)
+        for i in range(2):
+            create_pod(kube, namespace, pod_body(f"wide-{i}", scheduler=sched.name,
+                                                 cpu="1", group="wide", extra={GPU: "8"}))
+
+        def failed_with_retry() -> dict[str, Any]:
+            status = _group(kube, namespace, "wide").get("status") or {}
+            request = status.get("provisioningRequest") or {}
+            return status if request.get("state") == "Failed" and "retryAt" in request else {}
+
+        failed = wait_until(failed_with_retry, what="the request Failed, with its retry time")
+        wait_until(lambda: (_group(kube, namespace, "wide").get("status") or {})
+                   .get("provisioningRequest", {}).get("attempt", 0) >= 2,
+                   what="the request asked again")
+        wait_until(lambda: not exists(kube, requests_path(namespace, "wide-gang-1")),
+                   what="the failed request deleted")
+    request = failed["provisioningRequest"]
+    assert (request["name"], request["state"]) == ("wide-gang-1", "Failed")
+    assert "gpu is at its maximum size 2" in request["message"]
+    assert request["retryAt"] > request["since"]
+    condition = _condition({"status": failed}, "ScaleUp")
+    assert condition["status"] == "False" and "asked again at" in condition["message"]
+    assert not any(p["spec"].get("nodeName") for p in list_pods(kube, namespace)
+                   if p["metadata"]["name"].startswith("wide-"))
+    reasons = {e["reason"] for e in events_for(kube, namespace, "wide")}
+    assert {"ScaleUpRequested", "ScaleUpFailed"} <= reasons
+
+
 def _annotated(kube: KubeClient, node: str) -> dict[str, str]:
     return dict(kube.get(f"/api/v1/nodes/{node}")["metadata"].get("annotations") or {})
 
