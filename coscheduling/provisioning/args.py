@@ -17,7 +17,7 @@ from coscheduling.config.errors import (
 from coscheduling.provisioning.requests import ATOMIC_CLASS
 
 _KNOWN = {"enabled", "provisioningClassName", "retrySeconds", "maxRetrySeconds",
-          "guardNodes"}
+          "guardNodes", "preemptionDelaySeconds"}
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,16 @@ class ScaleUpArgs:
     # Mark nodes holding a gang's claims, waiting members or reservation so that the
     # autoscaler does not remove them (independent of `enabled`).
     guard_nodes: bool = False
+    # How long a gang that could preempt waits for its scale-up first (0: it preempts at
+    # once, as without scale-ups); a PodGroup may say otherwise
+    # (batch.scheduler.tencent.com/scale-up-wait-seconds).
+    preemption_delay_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "provisioningClassName": self.provisioning_class,
                 "retrySeconds": self.retry_seconds, "maxRetrySeconds": self.max_retry_seconds,
-                "guardNodes": self.guard_nodes}
+                "guardNodes": self.guard_nodes,
+                "preemptionDelaySeconds": self.preemption_delay_seconds}
 
 
 def validate_scale_up(value: object, path: str) -> dict[str, Any]:
@@ -57,6 +62,8 @@ def validate_scale_up(value: object, path: str) -> dict[str, Any]:
     return ScaleUpArgs(
         as_bool(raw.get("enabled", defaults.enabled), f"{path}.enabled"), class_name,
         retry, most, as_bool(raw.get("guardNodes", defaults.guard_nodes), f"{path}.guardNodes"),
+        as_float(raw.get("preemptionDelaySeconds", defaults.preemption_delay_seconds),
+                 f"{path}.preemptionDelaySeconds", minimum=0),
     ).to_dict()
 
 
@@ -64,4 +71,4 @@ def parse_scale_up(raw: Mapping[str, Any]) -> ScaleUpArgs:
     checked = validate_scale_up(raw, "args.scaleUp")
     return ScaleUpArgs(bool(checked["enabled"]), str(checked["provisioningClassName"]),
                        float(checked["retrySeconds"]), float(checked["maxRetrySeconds"]),
-                       bool(checked["guardNodes"]))
+                       bool(checked["guardNodes"]), float(checked["preemptionDelaySeconds"]))

@@ -64,6 +64,9 @@ class Asked:
     state: RequestState = field(default_factory=RequestState)
     seen: str = ""  # the state housekeeping last acted on
     retry_at: float = 0.0  # set once the request ended: when to ask again
+    # Until when the gang waits for this scale-up before it may preempt (0: it need not).
+    preempt_after: float = 0.0
+    delay_told: bool = False  # housekeeping said the wait is over
 
     def describe(self) -> str:
         text = f"ProvisioningRequest {self.name} for {self.members} member(s): {self.state.state}"
@@ -104,7 +107,7 @@ class ScaleUps:
             return replace(asked) if asked is not None else None
 
     def consider(self, group: PodGroup, members: Sequence[Pod], nodes: Iterable[NodeInfo],
-                 now: float) -> tuple[str, Asked | None]:
+                 now: float, delay: float = 0.0) -> tuple[str, Asked | None]:
         """What the gang's scale-up says now, and the request asked for in this call (None
         when none was): one per gang at a time, again only after its backoff."""
         current = self.of(group.key)
@@ -120,13 +123,16 @@ class ScaleUps:
             return f"no scale-up: {why_not}", None
         self.refused.pop(group.key, None)
         attempt = current.attempt + 1 if current is not None else 1
-        asked = Asked(request_name(group, attempt), attempt, group.namespace, len(members), now)
+        asked = Asked(request_name(group, attempt), attempt, group.namespace, len(members), now,
+                      preempt_after=now + delay if delay > 0 else 0.0)
         with self._lock:
             self._asked[group.key] = asked
         sets = [(pod.name, count) for pod, count in pod_sets(members)]
         names = [pod.name for pod in members]
         self.worker.submit(lambda: self._create(group, asked, sets, names))
-        return f"scale-up: asked {asked.describe()}", replace(asked)
+        wait = f"; preemption waits for it until {format_rfc3339(asked.preempt_after)}" \
+            if asked.preempt_after else ""
+        return f"scale-up: asked {asked.describe()}{wait}", replace(asked)
 
     def _create(self, group: PodGroup, asked: Asked, sets: list[tuple[str, int]],
                 names: list[str]) -> None:
@@ -206,6 +212,29 @@ class ScaleUps:
         except ApiError as err:
             if not err.not_found:
                 raise
+
+    def holds_back_preemption(self, group_key: str, delay: float, now: float) -> bool:
+        """Whether the gang waits for a scale-up instead of preempting now: during
+        ``delay`` from its request (and before its first one), unless the request ended or
+        no scale-up could help."""
+        if delay <= 0 or group_key in self.refused:
+            return False
+        asked = self.of(group_key)
+        if asked is None:
+            return True  # this attempt asks first
+        if asked.state.state in ENDED or asked.state.state == PROVISIONED:
+            return False
+        return now < asked.preempt_after
+
+    def waits_over(self, now: float) -> list[str]:
+        """Gangs whose wait for a scale-up ran out since the last call: they may preempt."""
+        over = []
+        with self._lock:
+            for group_key, asked in self._asked.items():
+                if asked.preempt_after and not asked.delay_told and now >= asked.preempt_after:
+                    asked.delay_told = True
+                    over.append(group_key)
+        return over
 
     def forget(self, group_key: str) -> None:
         """The gang is gone (its request goes with it, by its ownerReference)."""

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from coscheduling.api.runtimes import SCALE_UP_WAIT_ANNOTATION
+from coscheduling.api.times import parse_rfc3339
 from coscheduling.cluster.client import KubeClient
 from coscheduling.provisioning.guard import GUARDED_BY, SCALE_DOWN_DISABLED
 from coscheduling.provisioning.requests import (
@@ -29,8 +31,10 @@ from tests.integration.autoscaler import (
     install_provisioning_crd,
 )
 from tests.integration.kube import (
+    PG_API,
     create_pod,
     create_podgroup,
+    create_priority_class,
     delete_podgroup,
     events_for,
     exists,
@@ -211,6 +215,43 @@ def test_failed_request_leaves_the_gang_waiting_with_the_reason_and_is_asked_aga
                    if p["metadata"]["name"].startswith("wide-"))
     reasons = {e["reason"] for e in events_for(kube, namespace, "wide")}
     assert {"ScaleUpRequested", "ScaleUpFailed"} <= reasons
+
+
+def test_gang_that_could_preempt_waits_its_delay_for_a_scale_up_first(
+        kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
+        start_scheduler: StartScheduler) -> None:
+    """No autoscaler answers (a slow cloud): the gang asks, waits its PodGroup's 4 s
+    without evicting anything, then preempts as before and is bound."""
+    create_priority_class(kube, "scale-up-low", 100)
+    create_priority_class(kube, "scale-up-high", 100_000)
+    sched = start_scheduler(SCALE_UP)
+    make_node("cpu-0", cpu="4", labels={GROUP_LABEL: "cpu"})
+    create_pod(kube, namespace, pod_body("victim", scheduler=sched.name, cpu="4",
+                                         priority_class="scale-up-low", node_name="cpu-0"))
+    kube.create(f"/apis/{PG_API}/namespaces/{namespace}/podgroups", {
+        "apiVersion": PG_API, "kind": "PodGroup",
+        "metadata": {"name": "urgent", "annotations": {SCALE_UP_WAIT_ANNOTATION: "4"}},
+        "spec": {"minMember": 2}})
+    for i in range(2):
+        create_pod(kube, namespace, pod_body(f"urgent-{i}", scheduler=sched.name, cpu="1",
+                                             group="urgent", priority_class="scale-up-high"))
+
+    def asked() -> dict[str, Any]:
+        status = _group(kube, namespace, "urgent").get("status") or {}
+        return dict(status.get("provisioningRequest") or {})
+
+    request = wait_until(asked, what="the gang's scale-up request")
+    assert exists(kube, f"/api/v1/namespaces/{namespace}/pods/victim")
+    wait_until(lambda: sum(1 for p in list_pods(kube, namespace)
+                           if p["metadata"]["name"].startswith("urgent-")
+                           and p["spec"].get("nodeName")) == 2,
+               what="the gang bound after preempting")
+    preempted = [e for e in events_for(kube, namespace, "victim") if e["reason"] == "Preempted"]
+    assert preempted, "the victim was not preempted"
+    at = parse_rfc3339(preempted[0]["metadata"]["creationTimestamp"])
+    # Both stamps have whole seconds: the eviction came no earlier than the wait allows.
+    assert at >= parse_rfc3339(request["requestedAt"]) + 4 - 1
+    assert not exists(kube, f"/api/v1/namespaces/{namespace}/pods/victim")
 
 
 def _annotated(kube: KubeClient, node: str) -> dict[str, str]:

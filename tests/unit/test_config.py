@@ -37,7 +37,8 @@ def test_defaults() -> None:
         "maxReservationSeconds": 1800.0, "maxReservationsPerQueue": 1,
         "scaleUp": {"enabled": False,
                     "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
-                    "retrySeconds": 10.0, "maxRetrySeconds": 300.0, "guardNodes": False}}
+                    "retrySeconds": 10.0, "maxRetrySeconds": 300.0, "guardNodes": False,
+                    "preemptionDelaySeconds": 0.0}}
     assert config.leader_election.lease_duration == 15
     assert (config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds) == (1, 10)
 

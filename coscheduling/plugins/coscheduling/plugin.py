@@ -175,7 +175,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
             (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
             key=self.sort_key,
         )
-        preemption = self.preemption if self._may_preempt(pod, candidates) else None
+        preemption = self.preemption if self._may_preempt(pod, candidates) \
+            and not self._scale_up_first(group) else None
         why = self._admit(pod, group, candidates, counts, preemption)
         if why:
             return Status.unschedulable(f'PodGroup "{group_key}": {why}')
@@ -208,7 +209,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         if self.scale_ups is None or not members:
             return ""
         said, asked = self.scale_ups.consider(group, members, self.handle.cache.nodes(),
-                                              self.handle.clock.now())
+                                              self.handle.clock.now(), self._wait_for(group))
         if asked is not None:
             self.handle.status.group_event(group, "Normal", "ScaleUpRequested",
                                            asked.describe())
@@ -531,6 +532,17 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         metrics.gangs_frozen.set(float(len(self.manager.frozen_keys())))
         return expired + thawed
 
+    def _wait_for(self, group: PodGroup) -> float:
+        """How long the gang waits for a scale-up before it may preempt."""
+        if self.scale_ups is None:
+            return 0.0
+        own = group.scale_up_wait_seconds
+        return own if own is not None else self.scale_ups.args.preemption_delay_seconds
+
+    def _scale_up_first(self, group: PodGroup) -> bool:
+        return self.scale_ups is not None and self.scale_ups.holds_back_preemption(
+            group.key, self._wait_for(group), self.handle.clock.now())
+
     def _provisioning(self, now: float) -> list[str]:
         """Nodes gangs are placed on are kept from scale-down; requests that changed
         state are told, and a Provisioned gang is tried at once."""
@@ -539,7 +551,9 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         if self.scale_ups is None:
             return []
         self.scale_ups.poll()
-        keys = []
+        keys = self.scale_ups.waits_over(now)
+        for group_key in keys:  # the wait for a scale-up is over: it may preempt now
+            self.manager.thaw(group_key)
         for group_key, asked in self.scale_ups.changes(now):
             group = self.handle.groups.podgroup(group_key)
             if group is None:
