@@ -35,6 +35,9 @@ PROVISIONED = "Provisioned"
 FAILED = "Failed"
 BOOKING_EXPIRED = "BookingExpired"
 CAPACITY_REVOKED = "CapacityRevoked"
+# Ours, not the autoscaler's: the gang was placed before its request was provisioned, so
+# the request was deleted (the autoscaler's way to cancel one).
+WITHDRAWN = "Withdrawn"
 _BY_PRIORITY = (FAILED, CAPACITY_REVOKED, BOOKING_EXPIRED, PROVISIONED, ACCEPTED)
 # States after which the request is of no more use: it is deleted and asked again.
 ENDED = frozenset((FAILED, CAPACITY_REVOKED, BOOKING_EXPIRED))

@@ -20,9 +20,12 @@ from coscheduling.cluster.client import ApiError
 from coscheduling.provisioning.args import ScaleUpArgs
 from coscheduling.provisioning.guard import ScaleDownGuard
 from coscheduling.provisioning.requests import (
+    ACCEPTED,
     ENDED,
     FAILED,
+    PENDING,
     PROVISIONED,
+    WITHDRAWN,
     RequestState,
     consume_patch,
     pod_sets,
@@ -67,6 +70,7 @@ class Asked:
     # Until when the gang waits for this scale-up before it may preempt (0: it need not).
     preempt_after: float = 0.0
     delay_told: bool = False  # housekeeping said the wait is over
+    withdrawing: bool = False  # the gang was placed: the request is being withdrawn
 
     def describe(self) -> str:
         text = f"ProvisioningRequest {self.name} for {self.members} member(s): {self.state.state}"
@@ -111,7 +115,7 @@ class ScaleUps:
         """What the gang's scale-up says now, and the request asked for in this call (None
         when none was): one per gang at a time, again only after its backoff."""
         current = self.of(group.key)
-        ended = current is not None and current.state.state in ENDED
+        ended = current is not None and current.state.state in (*ENDED, WITHDRAWN)
         if current is not None and (not ended or not current.retry_at
                                     or now < current.retry_at):
             when = f"; asked again at {format_rfc3339(current.retry_at)}" \
@@ -198,7 +202,9 @@ class ScaleUps:
                 if asked.state.state == asked.seen:
                     continue
                 asked.seen = asked.state.state
-                if asked.state.state in ENDED:
+                if asked.state.state == WITHDRAWN:
+                    asked.retry_at = now  # should it need room again, it asks at once
+                elif asked.state.state in ENDED:
                     backoff = self.args.retry_seconds * 2 ** (asked.attempt - 1)
                     asked.retry_at = now + min(backoff, self.args.max_retry_seconds)
                     path = requests_path(asked.namespace, asked.name)
@@ -212,6 +218,40 @@ class ScaleUps:
         except ApiError as err:
             if not err.not_found:
                 raise
+
+    def unanswered(self) -> list[str]:
+        """Gangs whose request is not answered yet (housekeeping checks if they are placed)."""
+        with self._lock:
+            return [k for k, a in self._asked.items()
+                    if a.state.state in (PENDING, ACCEPTED) and not a.withdrawing]
+
+    def placed(self, group_key: str, now: float) -> None:
+        """The gang was placed: a request not provisioned yet is withdrawn (deleted), so
+        that the autoscaler adds no node nobody needs; a provisioned one (which our last
+        poll may not have seen yet) is left to be consumed, and goes with its PodGroup."""
+        with self._lock:
+            asked = self._asked.get(group_key)
+            if asked is None or asked.state.state not in (PENDING, ACCEPTED) \
+                    or asked.withdrawing:
+                return
+            asked.withdrawing = True
+            name, path = asked.name, requests_path(asked.namespace, asked.name)
+        self.worker.submit(lambda: self._withdraw(group_key, name, path, now))
+
+    def _withdraw(self, group_key: str, name: str, path: str, now: float) -> None:
+        try:
+            state = request_state(self.api.get(path))
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            state = RequestState()
+        if state.state == PROVISIONED:
+            self._set_state(group_key, name, state)
+            return
+        self._delete(path)
+        self._set_state(group_key, name, RequestState(
+            WITHDRAWN, "PlacedWithoutIt", "the gang was placed before the request was "
+            "provisioned; the request was deleted", now))
 
     def holds_back_preemption(self, group_key: str, delay: float, now: float) -> bool:
         """Whether the gang waits for a scale-up instead of preempting now: during

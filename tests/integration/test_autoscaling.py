@@ -252,6 +252,10 @@ def test_gang_that_could_preempt_waits_its_delay_for_a_scale_up_first(
     # Both stamps have whole seconds: the eviction came no earlier than the wait allows.
     assert at >= parse_rfc3339(request["requestedAt"]) + 4 - 1
     assert not exists(kube, f"/api/v1/namespaces/{namespace}/pods/victim")
+    # Placed without it: the request is withdrawn, so no node is added for nobody.
+    wait_until(lambda: asked().get("state") == "Withdrawn", what="the request withdrawn")
+    wait_until(lambda: not exists(kube, requests_path(namespace, request["name"])),
+               what="the withdrawn request deleted")
 
 
 def _annotated(kube: KubeClient, node: str) -> dict[str, str]:

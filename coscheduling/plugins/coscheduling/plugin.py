@@ -551,6 +551,10 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         if self.scale_ups is None:
             return []
         self.scale_ups.poll()
+        for group_key in self.scale_ups.unanswered():
+            group = self.handle.groups.podgroup(group_key)
+            if group is not None and self.manager.enough(group, READY):
+                self.scale_ups.placed(group_key, now)
         keys = self.scale_ups.waits_over(now)
         for group_key in keys:  # the wait for a scale-up is over: it may preempt now
             self.manager.thaw(group_key)
