@@ -289,3 +289,35 @@ def test_node_under_a_waiting_member_is_never_scaled_down_while_an_idle_one_is(
                    what="the annotation cleared")
         wait_until(lambda: "cpu-gang" in autoscaler.removed,
                    what="the node scaled down once no gang holds it")
+
+
+def test_idle_node_held_by_a_reservation_is_never_scaled_down(
+        kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
+        start_scheduler: StartScheduler) -> None:
+    """A gang first in line holds an empty node while it waits for room on another: to the
+    autoscaler the empty node is idle; the guard keeps it until the gang is bound there."""
+    sched = start_scheduler({"pluginConfig": [{"name": "Coscheduling", "args": {
+        "freezeSeconds": 2, "scaleUp": {"guardNodes": True}}}]})
+    make_node("cpu-busy", cpu="4", labels={GROUP_LABEL: "cpu"})
+    make_node("cpu-free", cpu="4", labels={GROUP_LABEL: "cpu"})
+    create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="4",
+                                         node_name="cpu-busy"))
+    with StandInAutoscaler(kube, GROUPS) as autoscaler:
+        create_podgroup(kube, namespace, "big", 2)
+        for i in range(2):
+            create_pod(kube, namespace, pod_body(f"big-{i}", scheduler=sched.name, cpu="4",
+                                                 group="big"))
+        reserved = wait_until(lambda: _condition(_group(kube, namespace, "big"), "Reserved"),
+                              what="the gang's reservation")
+        assert "cpu-free" in reserved["message"]
+        wait_until(lambda: _annotated(kube, "cpu-free").get(SCALE_DOWN_DISABLED) == "true",
+                   what="the scale-down-disabled annotation on the reserved node")
+        scans = autoscaler.scans
+        wait_until(lambda: autoscaler.scans >= scans + 4, what="four more autoscaler scans")
+        assert exists(kube, "/api/v1/nodes/cpu-free") and autoscaler.removed == []
+        kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/filler",
+                     body={"gracePeriodSeconds": 0})
+        wait_until(lambda: {p["spec"].get("nodeName") for p in list_pods(kube, namespace)}
+                   == {"cpu-busy", "cpu-free"}, what="the gang bound on both nodes")
+        wait_until(lambda: SCALE_DOWN_DISABLED not in _annotated(kube, "cpu-free"),
+                   what="the annotation cleared once the gang is bound")
