@@ -206,7 +206,8 @@ class StandInAutoscaler:
                 spot = group.amounts()
                 planned.append((group, spot))
             _take(spot, need)
-        made = [self._make_node(group) for group, _ in planned]
+        taken = {n["metadata"]["name"] for n in nodes}
+        made = [self._make_node(group, taken) for group, _ in planned]
         return self._answer(request, Decision(name, "Provisioned", made,
                                               f"provisioned {len(made)} node(s)"))
 
@@ -235,8 +236,8 @@ class StandInAutoscaler:
             full.append(f"{group.name} is at its maximum size {group.max_size}")
         return "; ".join(full) or f"no node group can hold a pod requesting {need}"
 
-    def _make_node(self, group: NodeGroup) -> str:
-        taken = set(self.created) | set(self.removed)
+    def _make_node(self, group: NodeGroup, taken: set[str]) -> str:
+        taken.update(self.created, self.removed)
         index = next(i for i in range(1, 1000) if f"{group.name}-{i}" not in taken)
         name = f"{group.name}-{index}"
         resources = {"pods": "110", **group.allocatable}

@@ -14,16 +14,20 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
 from coscheduling.api.runtimes import SCALE_UP_WAIT_ANNOTATION
 from coscheduling.api.times import parse_rfc3339
 from coscheduling.cluster.client import KubeClient
+from coscheduling.commands.explain import explain
 from coscheduling.provisioning.guard import GUARDED_BY, SCALE_DOWN_DISABLED
 from coscheduling.provisioning.requests import (
     CLASS_ANNOTATION,
     CONSUME_ANNOTATION,
     requests_path,
 )
+from coscheduling.whatif.derive import derive
+from coscheduling.whatif.simulate import FITS_AFTER_SCALE_UP, simulate
 from tests.integration.autoscaler import (
     GROUP_LABEL,
     NodeGroup,
@@ -147,10 +151,18 @@ def test_gang_gets_the_nodes_it_needs_in_one_request_and_binds_whole(
             "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
     group = _group(kube, namespace, "train")
     assert _condition(group, "ScaleUp")["reason"] == "Provisioned"
-    reasons = [e["reason"] for e in sorted(events_for(kube, namespace, "train"),
-                                           key=lambda e: e["metadata"]["creationTimestamp"])]
-    print("events of PodGroup train:", reasons)
-    assert "ScaleUpRequested" in reasons and "ScaleUpProvisioned" in reasons
+
+    def reasons() -> list[str]:
+        return [e["reason"] for e in sorted(events_for(kube, namespace, "train"),
+                                            key=lambda e: e["metadata"]["creationTimestamp"])]
+
+    wait_until(lambda: {"ScaleUpRequested", "ScaleUpProvisioned"} <= set(reasons()),
+               what="the gang's scale-up events")
+    print("events of PodGroup train:", reasons())
+    told = explain(kube, namespace, "train")
+    print(told)
+    assert "Scale-up: ProvisioningRequest train-gang-1 for 8 member(s), attempt 1" in told
+    assert ": Provisioned since " in told
     delete_podgroup(kube, namespace, "train")
     wait_until(lambda: not exists(kube, requests_path(namespace, "train-gang-1")),
                what="the garbage collector to delete the request with its PodGroup")
@@ -184,10 +196,10 @@ def test_failed_request_leaves_the_gang_waiting_with_the_reason_and_is_asked_aga
     """The GPU group may grow by one node; the gang needs two: the autoscaler says Failed,
     the gang binds nothing, the request is deleted and asked again after the backoff."""
     sched = start_scheduler(SCALE_UP)
-    make_node("gpu-0", cpu="16", memory="64Gi", extended={GPU: "8"},
+    make_node("gpu-f0", cpu="16", memory="64Gi", extended={GPU: "8"},
               labels={GROUP_LABEL: "gpu"})
     create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
-                                         extra={GPU: "1"}, node_name="gpu-0"))
+                                         extra={GPU: "1"}, node_name="gpu-f0"))
     with StandInAutoscaler(kube, GROUPS):
         create_podgroup(kube, namespace, "wide", 2)
         for i in range(2):
@@ -321,3 +333,36 @@ def test_idle_node_held_by_a_reservation_is_never_scaled_down(
                    == {"cpu-busy", "cpu-free"}, what="the gang bound on both nodes")
         wait_until(lambda: SCALE_DOWN_DISABLED not in _annotated(kube, "cpu-free"),
                    what="the annotation cleared once the gang is bound")
+
+
+def test_whatif_says_fits_after_scale_up_naming_the_node_shape_and_count(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler
+) -> None:
+    """The gang of 8 one-GPU members on a cluster with room for 5: FITS_AFTER_SCALE_UP,
+    1 more node like shape-0; the same gang with 16-GPU members: not, and why."""
+    sched = start_scheduler(SCALE_UP)
+    make_node("shape-0", cpu="16", memory="64Gi", extended={GPU: "8"})
+    create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
+                                         extra={GPU: "3"}, node_name="shape-0"))
+    scheduler = sched.service.scheduler
+    wait_until(lambda: scheduler.cache.node("shape-0") is not None
+               and any(p.node_name for p in scheduler.cache.pods()), what="the cache")
+
+    def manifest(gpus: int) -> bytes:
+        return yaml.safe_dump_all([
+            {"apiVersion": PG_API, "kind": "PodGroup",
+             "metadata": {"name": "train", "namespace": namespace}, "spec": {"minMember": 8}},
+            *(pod_body(f"train-{i}", scheduler=sched.name, cpu="1", group="train",
+                       extra={GPU: str(gpus)}) | {"metadata": {
+                           "name": f"train-{i}", "namespace": namespace,
+                           "labels": {"group.batch.scheduler.tencent.com": "train"}}}
+              for i in range(8))]).encode()
+
+    answer = simulate(scheduler, derive(manifest(1), namespace))
+    assert answer.verdict == FITS_AFTER_SCALE_UP
+    assert answer.shortfall is not None
+    assert answer.shortfall.nodes_needed.startswith("needs 1 more node(s) like shape-0")
+    assert any("one ProvisioningRequest" in note for note in answer.notes)
+    refused = simulate(scheduler, derive(manifest(16), namespace))
+    assert refused.verdict == "NEVER"
+    assert any("could hold member" in note for note in refused.notes)

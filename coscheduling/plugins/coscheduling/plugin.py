@@ -59,7 +59,7 @@ from coscheduling.preemption import Preemption
 from coscheduling.preemption.evaluator import NEVER
 from coscheduling.provisioning.args import parse_scale_up
 from coscheduling.provisioning.requests import ENDED, PENDING, PROVISIONED
-from coscheduling.provisioning.scaleup import provisioning_for
+from coscheduling.provisioning.scaleup import no_shape_holds, provisioning_for
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -329,6 +329,12 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
                 return GangTrial(False, reason=why)
             result = self._trial_result(group, placed)
         return dataclasses.replace(result, victims=victims.pods, reclaim=reclaim, reason=why)
+
+    def scale_up_answer(self, members: Sequence[Pod]) -> tuple[bool, str]:
+        if self.scale_ups is None:
+            return False, ""
+        why_not = no_shape_holds(members, self.handle.cache.nodes())
+        return not why_not, why_not
 
     def reservation_preview(self, group: PodGroup, members: Sequence[Pod]) -> GangTrial:
         if not members:
