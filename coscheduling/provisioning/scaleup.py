@@ -277,10 +277,14 @@ class ScaleUps:
         return over
 
     def forget(self, group_key: str) -> None:
-        """The gang is gone (its request goes with it, by its ownerReference)."""
+        """The gang is gone: its request is deleted now (the garbage collector would, by
+        its ownerReference, once it has discovered the kind, as it does the templates)."""
         with self._lock:
-            self._asked.pop(group_key, None)
+            asked = self._asked.pop(group_key, None)
         self.refused.pop(group_key, None)
+        if asked is not None and asked.state.state not in (*ENDED, WITHDRAWN):
+            path = requests_path(asked.namespace, asked.name)
+            self.worker.submit(lambda: self._delete(path))
 
     def provisioned(self, group_key: str) -> bool:
         asked = self.of(group_key)

@@ -158,14 +158,20 @@ def test_gang_gets_the_nodes_it_needs_in_one_request_and_binds_whole(
 
     wait_until(lambda: {"ScaleUpRequested", "ScaleUpProvisioned"} <= set(reasons()),
                what="the gang's scale-up events")
-    print("events of PodGroup train:", reasons())
+    for event in sorted(events_for(kube, namespace, "train"),
+                        key=lambda e: e["metadata"]["creationTimestamp"]):
+        print(f"event {event['metadata']['creationTimestamp']} {event['reason']}: "
+              f"{event['message']}")
+    for condition in requests[0]["status"]["conditions"]:
+        print(f"request condition {condition['lastTransitionTime']} {condition['type']}="
+              f"{condition['status']}: {condition.get('message', '')}")
     told = explain(kube, namespace, "train")
     print(told)
     assert "Scale-up: ProvisioningRequest train-gang-1 for 8 member(s), attempt 1" in told
     assert ": Provisioned since " in told
     delete_podgroup(kube, namespace, "train")
     wait_until(lambda: not exists(kube, requests_path(namespace, "train-gang-1")),
-               what="the garbage collector to delete the request with its PodGroup")
+               what="the request deleted with its PodGroup")
 
 
 def test_gang_no_node_shape_can_hold_asks_for_nothing_and_says_why(
