@@ -8,10 +8,10 @@ expired: wait, and ask again after a backoff that doubles).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from coscheduling.api.quantity import format_amounts
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
     from coscheduling.framework.nodeinfo import NodeInfo
-
-log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -208,7 +206,7 @@ class ScaleUps:
                     backoff = self.args.retry_seconds * 2 ** (asked.attempt - 1)
                     asked.retry_at = now + min(backoff, self.args.max_retry_seconds)
                     path = requests_path(asked.namespace, asked.name)
-                    self.worker.submit(lambda path=path: self._delete(path))  # type: ignore[misc]
+                    self.worker.submit(partial(self._delete, path))
                 changed.append((group_key, replace(asked)))
         return changed
 
