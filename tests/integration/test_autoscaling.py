@@ -178,8 +178,7 @@ def test_gang_no_node_shape_can_hold_asks_for_nothing_and_says_why(
         kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
         start_scheduler: StartScheduler) -> None:
     sched = start_scheduler(SCALE_UP)
-    make_node("big-0", cpu="16", memory="64Gi", extended={GPU: "8"},
-              labels={GROUP_LABEL: "gpu"})
+    make_node("big-0", cpu="16", memory="64Gi", extended={GPU: "8"})
     with StandInAutoscaler(kube, GROUPS) as autoscaler:
         create_podgroup(kube, namespace, "huge", 2)
         for i in range(2):
@@ -291,10 +290,10 @@ def test_node_under_a_waiting_member_is_never_scaled_down_while_an_idle_one_is(
     waiting = start_waiting_gang(kube, namespace, sched, "hold", size=3)
     assert len(waiting) == 2
     scheduler = sched.service.scheduler
+    scheduler.housekeeping()  # marks the node the waiting members are on
+    wait_until(lambda: _annotated(kube, "cpu-gang").get(SCALE_DOWN_DISABLED) == "true",
+               what="the scale-down-disabled annotation on cpu-gang")
     with StandInAutoscaler(kube, GROUPS) as autoscaler:
-        scheduler.housekeeping()  # marks the node the waiting members are on
-        wait_until(lambda: _annotated(kube, "cpu-gang").get(SCALE_DOWN_DISABLED) == "true",
-                   what="the scale-down-disabled annotation on cpu-gang")
         wait_until(lambda: "cpu-idle" in autoscaler.removed, what="the idle node removed")
         scans = autoscaler.scans
         wait_until(lambda: autoscaler.scans >= scans + 3, what="three more autoscaler scans")
@@ -320,16 +319,16 @@ def test_idle_node_held_by_a_reservation_is_never_scaled_down(
     make_node("cpu-free", cpu="4", labels={GROUP_LABEL: "cpu"})
     create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="4",
                                          node_name="cpu-busy"))
+    create_podgroup(kube, namespace, "big", 2)
+    for i in range(2):
+        create_pod(kube, namespace, pod_body(f"big-{i}", scheduler=sched.name, cpu="4",
+                                             group="big"))
+    reserved = wait_until(lambda: _condition(_group(kube, namespace, "big"), "Reserved"),
+                          what="the gang's reservation")
+    assert "cpu-free" in reserved["message"]
+    wait_until(lambda: _annotated(kube, "cpu-free").get(SCALE_DOWN_DISABLED) == "true",
+               what="the scale-down-disabled annotation on the reserved node")
     with StandInAutoscaler(kube, GROUPS) as autoscaler:
-        create_podgroup(kube, namespace, "big", 2)
-        for i in range(2):
-            create_pod(kube, namespace, pod_body(f"big-{i}", scheduler=sched.name, cpu="4",
-                                                 group="big"))
-        reserved = wait_until(lambda: _condition(_group(kube, namespace, "big"), "Reserved"),
-                              what="the gang's reservation")
-        assert "cpu-free" in reserved["message"]
-        wait_until(lambda: _annotated(kube, "cpu-free").get(SCALE_DOWN_DISABLED) == "true",
-                   what="the scale-down-disabled annotation on the reserved node")
         scans = autoscaler.scans
         wait_until(lambda: autoscaler.scans >= scans + 4, what="four more autoscaler scans")
         assert exists(kube, "/api/v1/nodes/cpu-free") and autoscaler.removed == []
