@@ -373,7 +373,8 @@ def test_whatif_says_fits_after_scale_up_naming_the_node_shape_and_count(
                                          extra={GPU: "3"}, node_name="shape-0"))
     scheduler = sched.service.scheduler
     wait_until(lambda: scheduler.cache.node("shape-0") is not None
-               and any(p.node_name for p in scheduler.cache.pods()), what="the cache")
+               and any(p.namespace == namespace and p.name == "filler" and p.node_name
+                       for p in scheduler.cache.pods()), what="the filler in the cache")
 
     def manifest(gpus: int) -> bytes:
         return yaml.safe_dump_all([
