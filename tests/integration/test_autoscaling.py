@@ -107,6 +107,14 @@ class Timeline:
                 self.seen.append(f"[{time.monotonic() - started:5.1f}s] {line}")
 
 
+def _in_cache(sched: Any, namespace: str, name: str) -> None:
+    """Wait until the scheduler's cache holds the bound pod (made before the gang, so
+    that the gang is never tried against a node that looks emptier than it is)."""
+    cache = sched.service.scheduler.cache
+    wait_until(lambda: any(p.namespace == namespace and p.name == name and p.node_name
+                           for p in cache.pods()), what=f"{name} in the scheduler's cache")
+
+
 class Vanishing:
     """When an object was first seen gone (epoch seconds, 0 while it exists)."""
 
@@ -139,6 +147,7 @@ def test_gang_gets_the_nodes_it_needs_in_one_request_and_binds_whole(
               labels={GROUP_LABEL: "gpu"})
     create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
                                          extra={GPU: "3"}, node_name="gpu-0"))
+    _in_cache(sched, namespace, "filler")
     with StandInAutoscaler(kube, GROUPS) as autoscaler, \
             Timeline(kube, namespace, "train") as timeline:
         create_podgroup(kube, namespace, "train", 8)
@@ -228,6 +237,7 @@ def test_failed_request_leaves_the_gang_waiting_with_the_reason_and_is_asked_aga
               labels={GROUP_LABEL: "gpu"})
     create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
                                          extra={GPU: "1"}, node_name="gpu-f0"))
+    _in_cache(sched, namespace, "filler")
     with StandInAutoscaler(kube, GROUPS):
         create_podgroup(kube, namespace, "wide", 2)
         for i in range(2):
@@ -268,6 +278,7 @@ def test_gang_that_could_preempt_waits_its_delay_for_a_scale_up_first(
     make_node("cpu-0", cpu="4", labels={GROUP_LABEL: "cpu"})
     create_pod(kube, namespace, pod_body("victim", scheduler=sched.name, cpu="4",
                                          priority_class="scale-up-low", node_name="cpu-0"))
+    _in_cache(sched, namespace, "victim")
 
     def asked() -> dict[str, Any]:
         status = _group(kube, namespace, "urgent").get("status") or {}
@@ -341,6 +352,7 @@ def test_idle_node_held_by_a_reservation_is_never_scaled_down(
     make_node("cpu-free", cpu="4", labels={GROUP_LABEL: "cpu"})
     create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="4",
                                          node_name="cpu-busy"))
+    _in_cache(sched, namespace, "filler")
     create_podgroup(kube, namespace, "big", 2)
     for i in range(2):
         create_pod(kube, namespace, pod_body(f"big-{i}", scheduler=sched.name, cpu="4",
@@ -372,9 +384,7 @@ def test_whatif_says_fits_after_scale_up_naming_the_node_shape_and_count(
     create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
                                          extra={GPU: "3"}, node_name="shape-0"))
     scheduler = sched.service.scheduler
-    wait_until(lambda: scheduler.cache.node("shape-0") is not None
-               and any(p.namespace == namespace and p.name == "filler" and p.node_name
-                       for p in scheduler.cache.pods()), what="the filler in the cache")
+    _in_cache(sched, namespace, "filler")
 
     def manifest(gpus: int) -> bytes:
         return yaml.safe_dump_all([
