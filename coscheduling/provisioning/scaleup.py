@@ -69,6 +69,7 @@ class Asked:
     preempt_after: float = 0.0
     delay_told: bool = False  # housekeeping said the wait is over
     withdrawing: bool = False  # the gang was placed: the request is being withdrawn
+    retry_told: bool = False  # housekeeping said the backoff is over
 
     def describe(self) -> str:
         text = f"ProvisioningRequest {self.name} for {self.members} member(s): {self.state.state}"
@@ -264,13 +265,18 @@ class ScaleUps:
             return False
         return now < asked.preempt_after
 
-    def waits_over(self, now: float) -> list[str]:
-        """Gangs whose wait for a scale-up ran out since the last call: they may preempt."""
+    def due(self, now: float) -> list[str]:
+        """Gangs to try again now, each once: their wait for a scale-up ran out (they may
+        preempt), or their ended request's backoff did (they ask again)."""
         over = []
         with self._lock:
             for group_key, asked in self._asked.items():
                 if asked.preempt_after and not asked.delay_told and now >= asked.preempt_after:
                     asked.delay_told = True
+                    over.append(group_key)
+                elif asked.state.state in ENDED and asked.retry_at and not asked.retry_told \
+                        and now >= asked.retry_at:
+                    asked.retry_told = True
                     over.append(group_key)
         return over
 

@@ -250,15 +250,17 @@ def test_failed_request_leaves_the_gang_waiting_with_the_reason_and_is_asked_aga
             return status if request.get("state") == "Failed" and "retryAt" in request else {}
 
         failed = wait_until(failed_with_retry, what="the request Failed, with its retry time")
-        wait_until(lambda: (_group(kube, namespace, "wide").get("status") or {})
-                   .get("provisioningRequest", {}).get("attempt", 0) >= 2,
-                   what="the request asked again")
+        again = wait_until(lambda: (_group(kube, namespace, "wide").get("status") or {})
+                           .get("provisioningRequest", {}).get("attempt", 0) >= 2
+                           and _group(kube, namespace, "wide")["status"]["provisioningRequest"],
+                           what="the request asked again")
         wait_until(lambda: not exists(kube, requests_path(namespace, "wide-gang-1")),
                    what="the failed request deleted")
     request = failed["provisioningRequest"]
     assert (request["name"], request["state"]) == ("wide-gang-1", "Failed")
     assert "gpu is at its maximum size 2" in request["message"]
     assert request["retryAt"] > request["since"]
+    assert again["requestedAt"] >= request["retryAt"]  # not before its backoff ran out
     condition = _condition({"status": failed}, "ScaleUp")
     assert condition["status"] == "False" and "asked again at" in condition["message"]
     assert not any(p["spec"].get("nodeName") for p in list_pods(kube, namespace)

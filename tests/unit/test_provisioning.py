@@ -185,6 +185,9 @@ def test_one_request_for_the_gang_then_none_until_it_ends_then_backoff_doubles()
         [(key, ended)] = scale_ups.changes(now=200.0)
         assert (key, ended.state.state, ended.retry_at) == (GROUP.key, "Failed", 200 + backoff)
         assert scale_ups.consider(GROUP, members, nodes, now=200.0 + backoff - 1)[1] is None
+        assert scale_ups.due(200.0 + backoff - 1) == []
+        assert scale_ups.due(200.0 + backoff) == [GROUP.key]  # tried again, once
+        assert scale_ups.due(200.0 + backoff) == []
         again = scale_ups.consider(GROUP, members, nodes, now=200.0 + backoff)[1]
         assert again is not None and again.attempt == attempt + 1
         _settle(worker)

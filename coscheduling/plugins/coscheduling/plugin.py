@@ -561,8 +561,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
             group = self.handle.groups.podgroup(group_key)
             if group is not None and self.manager.enough(group, READY):
                 self.scale_ups.placed(group_key, now)
-        keys = self.scale_ups.waits_over(now)
-        for group_key in keys:  # the wait for a scale-up is over: it may preempt now
+        keys = self.scale_ups.due(now)
+        for group_key in keys:  # may preempt, or ask again, now
             self.manager.thaw(group_key)
         for group_key, asked in self.scale_ups.changes(now):
             group = self.handle.groups.podgroup(group_key)
