@@ -496,6 +496,8 @@ VERDICT_TEXT = {
     pb.FITS_WHEN_ROOM_FREES: "DOES NOT FIT NOW: it waits until running pods free room "
                              "(no eviction it may make helps)",
     pb.NEVER: "NEVER FITS: not even on the empty cluster",
+    pb.FITS_AFTER_SCALE_UP: "FITS AFTER A SCALE-UP: the cluster-autoscaler is asked for the "
+                            "nodes it is missing, all in one request",
     pb.FITS_ONCE_RESERVED: "FITS ONCE ITS RESERVATION COMPLETES: first in line, the room "
                            "that frees is held for it",
 }

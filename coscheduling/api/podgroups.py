@@ -12,7 +12,12 @@ from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
 from coscheduling.api.quantity import QuantityError, parse_resource_list
-from coscheduling.api.runtimes import MAX_RESERVATION_ANNOTATION, declared_runtime, seconds_of
+from coscheduling.api.runtimes import (
+    MAX_RESERVATION_ANNOTATION,
+    SCALE_UP_WAIT_ANNOTATION,
+    declared_runtime,
+    seconds_of,
+)
 from coscheduling.api.times import parse_duration, parse_rfc3339
 
 PLURAL = "podgroups"
@@ -134,6 +139,8 @@ class PodGroup:
     # reservation (None: the plugin's default); any kind of group may carry them.
     expected_runtime: float | None = None
     max_reservation_seconds: float | None = None
+    # How long the gang waits for a scale-up before it preempts (None: the plugin's default).
+    scale_up_wait_seconds: float | None = None
     # Malformed optional annotations: reported as Warning events, never a refusal.
     warnings: tuple[str, ...] = ()
     phase: str = ""
@@ -195,13 +202,15 @@ def read_reservation_hints(group: PodGroup, annotations: object) -> None:
     group.expected_runtime, why = declared_runtime(annotations)
     if why:
         warnings.append(why)
-    raw = annotations.get(MAX_RESERVATION_ANNOTATION)
-    if raw is not None:
+    for key, attribute in ((MAX_RESERVATION_ANNOTATION, "max_reservation_seconds"),
+                           (SCALE_UP_WAIT_ANNOTATION, "scale_up_wait_seconds")):
+        raw = annotations.get(key)
+        if raw is None:
+            continue
         try:
-            group.max_reservation_seconds = seconds_of(raw)
+            setattr(group, attribute, seconds_of(raw))
         except ValueError as err:
-            warnings.append(f"metadata.annotations[{MAX_RESERVATION_ANNOTATION}]: {err}; the "
-                            "default applies")
+            warnings.append(f"metadata.annotations[{key}]: {err}; the default applies")
     group.warnings = tuple(warnings)
 
 

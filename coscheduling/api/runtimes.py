@@ -15,6 +15,8 @@ from coscheduling.api.times import parse_duration
 
 EXPECTED_RUNTIME_ANNOTATION = "batch.scheduler.tencent.com/expected-runtime"
 MAX_RESERVATION_ANNOTATION = "batch.scheduler.tencent.com/max-reservation-seconds"
+# How long a gang that could preempt waits for a scale-up first (scaleUp in the plugin args).
+SCALE_UP_WAIT_ANNOTATION = "batch.scheduler.tencent.com/scale-up-wait-seconds"
 
 
 def declared_runtime(annotations: Mapping[str, Any]) -> tuple[float | None, str]:

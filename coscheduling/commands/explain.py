@@ -107,6 +107,23 @@ def _reservation_lines(reservation: object) -> list[str]:
     return lines
 
 
+def _provisioning_lines(request: object) -> list[str]:
+    """The gang's ProvisioningRequest: which, its state and since when, why, and when a
+    failed one is asked again."""
+    if not isinstance(request, dict) or not request.get("name"):
+        return []
+    line = (f"Scale-up: ProvisioningRequest {request['name']} for {request.get('members', '?')} "
+            f"member(s), attempt {request.get('attempt', 1)}, asked "
+            f"{request.get('requestedAt', '-')}: {request.get('state', 'Pending')} since "
+            f"{request.get('since', '-')}")
+    why = "; ".join(str(request[k]) for k in ("reason", "message") if request.get(k))
+    if why:
+        line += f" ({why})"
+    if request.get("retryAt"):
+        line += f"; asked again at {request['retryAt']}"
+    return [line]
+
+
 def _find(client: KubeClient, namespace: str, name: str,
           tag: str) -> tuple[PodGroup, dict[str, Any], str] | str:
     """The group object a gang key names (record, status, kind's title), or why none."""
@@ -156,6 +173,7 @@ def _explain(client: KubeClient, group: PodGroup, status: dict[str, Any], title:
                  + (f"; attempt started {status['scheduleStartTime']}"
                     if status.get("scheduleStartTime") else ""))
     lines += _reservation_lines(status.get("reservation"))
+    lines += _provisioning_lines(status.get("provisioningRequest"))
     conditions = status.get("conditions") or []
     if conditions:
         lines.append("Conditions:")

@@ -274,6 +274,12 @@ class GangSimulator(Plugin):
         cluster as the cache shows it; with ``preempt``, also which victims would let it
         in. Call under the cache lock; leaves no claim, freeze or gang state behind."""
 
+    def scale_up_answer(self, members: Sequence[Pod]) -> tuple[bool, str]:
+        """Whether the gang's admission would ask the autoscaler for what it is missing,
+        and when it would not although it could (scale-ups on), why. Call under the cache
+        lock."""
+        return False, ""
+
     @abstractmethod
     def reservation_preview(self, group: PodGroup, members: Sequence[Pod]) -> GangTrial:
         """For a gang that would wait for room: whether it would reserve the room that frees,

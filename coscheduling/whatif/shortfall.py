@@ -65,6 +65,8 @@ class Shortfall:
     resources: list[ResourceGap] = field(default_factory=list)
     domains: list[DomainGap] = field(default_factory=list)
     nodes_needed: str = ""
+    # The same for the members the free room cannot hold: what a scale-up would add.
+    nodes_to_add: str = ""
 
 
 def shortfall(cache: SchedulerCache, group: PodGroup, members: Sequence[Pod],
@@ -82,6 +84,7 @@ def shortfall(cache: SchedulerCache, group: PodGroup, members: Sequence[Pod],
                       _fit(members, eligible, free=False))
     found.resources = _resource_gaps(members, eligible)
     found.nodes_needed = _nodes_needed(members, eligible, found.need - found.fit_empty)
+    found.nodes_to_add = _nodes_needed(members, eligible, found.need - found.fit_now)
     if group.topology is not None:
         found.domains = _domains(group, members, eligible)
     return found

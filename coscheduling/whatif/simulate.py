@@ -48,6 +48,7 @@ FITS_AFTER_RECLAIM = "FITS_AFTER_RECLAIM"
 FITS_WHEN_ROOM_FREES = "FITS_WHEN_ROOM_FREES"
 NEVER = "NEVER"
 FITS_ONCE_RESERVED = "FITS_ONCE_RESERVED"
+FITS_AFTER_SCALE_UP = "FITS_AFTER_SCALE_UP"
 GANG_PLUGIN = "Coscheduling"
 
 
@@ -132,6 +133,15 @@ def _judge_waiting(scheduler: Scheduler, simulator: GangSimulator, group: PodGro
         answer.shortfall = shortfall(cache, group, members, usable)
         if empty.fits:
             _reservation(simulator.reservation_preview(group, pods), answer)
+        asks, why_not = simulator.scale_up_answer(members)
+    if asks:
+        answer.verdict = FITS_AFTER_SCALE_UP
+        if answer.shortfall is not None and not answer.shortfall.nodes_needed:
+            answer.shortfall.nodes_needed = answer.shortfall.nodes_to_add
+        answer.notes.append(f"the scheduler would ask the cluster-autoscaler for the "
+                            f"{len(members)} member(s) in one ProvisioningRequest")
+    elif why_not:
+        answer.notes.append(why_not)
 
 
 def _reservation(preview: GangTrial, answer: Answer) -> None:

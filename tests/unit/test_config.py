@@ -34,7 +34,11 @@ def test_defaults() -> None:
     assert config.plugins.pre_filter[0] == "UnsupportedFields"
     assert config.plugin_args["Coscheduling"] == {
         "defaultMaxScheduleSeconds": 60.0, "freezeSeconds": 20.0,
-        "maxReservationSeconds": 1800.0, "maxReservationsPerQueue": 1}
+        "maxReservationSeconds": 1800.0, "maxReservationsPerQueue": 1,
+        "scaleUp": {"enabled": False,
+                    "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                    "retrySeconds": 10.0, "maxRetrySeconds": 300.0, "guardNodes": False,
+                    "preemptionDelaySeconds": 0.0}}
     assert config.leader_election.lease_duration == 15
     assert (config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds) == (1, 10)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coscheduling.config.errors import as_float, as_int, reject_unknown
+from coscheduling.provisioning.args import validate_scale_up
 
 
 @dataclass(frozen=True)
@@ -33,18 +34,19 @@ class CoschedulingArgs:
 
 def validate_args(raw: Mapping[str, Any], path: str) -> Mapping[str, Any]:
     reject_unknown(raw, {"defaultMaxScheduleSeconds", "freezeSeconds", "maxReservationSeconds",
-                         "maxReservationsPerQueue"}, path)
+                         "maxReservationsPerQueue", "scaleUp"}, path)
     defaults = CoschedulingArgs()
     timeout = raw.get("defaultMaxScheduleSeconds", defaults.default_max_schedule_seconds)
     freeze = raw.get("freezeSeconds", defaults.freeze_seconds)
     reserve = raw.get("maxReservationSeconds", defaults.max_reservation_seconds)
     per_queue = raw.get("maxReservationsPerQueue", defaults.max_reservations_per_queue)
-    return CoschedulingArgs(
+    checked = CoschedulingArgs(
         as_float(timeout, f"{path}.defaultMaxScheduleSeconds", exclusive_minimum=0),
         as_float(freeze, f"{path}.freezeSeconds", minimum=0),
         as_float(reserve, f"{path}.maxReservationSeconds", minimum=0),
         as_int(per_queue, f"{path}.maxReservationsPerQueue", minimum=0),
     ).to_dict()
+    return {**checked, "scaleUp": validate_scale_up(raw.get("scaleUp"), f"{path}.scaleUp")}
 
 
 def parse_args(raw: Mapping[str, Any]) -> CoschedulingArgs:

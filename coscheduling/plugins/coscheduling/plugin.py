@@ -58,6 +58,9 @@ from coscheduling.plugins.coscheduling.status import (
 from coscheduling.plugins.coscheduling.topology import Domain
 from coscheduling.preemption import Preemption
 from coscheduling.preemption.evaluator import NEVER
+from coscheduling.provisioning.args import parse_scale_up
+from coscheduling.provisioning.requests import ENDED, PENDING, PROVISIONED
+from coscheduling.provisioning.scaleup import no_shape_holds, provisioning_for
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
@@ -90,6 +93,9 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         self.shapes: dict[str, tuple[int, Any]] = {}
         self.reservations = Reservations(handle, self.manager.args, self.name,
                                          self._reservation_complete)
+        # Whole-gang scale-ups (ProvisioningRequests) and the nodes kept from scale-down.
+        self.scale_ups, self.guard = provisioning_for(
+            handle.api, parse_scale_up(args.get("scaleUp") or {}))
         # Objects already warned about a malformed optional annotation: key -> message.
         self._warned: LRUCache[str, str] = LRUCache(maxsize=100_000)
 
@@ -167,7 +173,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
             (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
             key=self.sort_key,
         )
-        preemption = self.preemption if self._may_preempt(pod, candidates) else None
+        preemption = self.preemption if self._may_preempt(pod, candidates) \
+            and not self._scale_up_first(group) else None
         why = self._admit(pod, group, candidates, counts, preemption)
         if why:
             return Status.unschedulable(f'PodGroup "{group_key}": {why}')
@@ -191,7 +198,21 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
             reservations.restore(group.key)
             return why
         held = reservations.consider(group, members)
-        return f"{why}; reserved: {held}" if held else why
+        why = f"{why}; reserved: {held}" if held else why
+        scale = self._scale_up(group, members)
+        return f"{why}; {scale}" if scale else why
+
+    def _scale_up(self, group: PodGroup, members: list[Pod]) -> str:
+        """Ask the autoscaler for everything the gang is missing, in one request."""
+        if self.scale_ups is None or not members:
+            return ""
+        said, asked = self.scale_ups.consider(group, members, self.handle.cache.nodes(),
+                                              self.handle.clock.now(), self._wait_for(group))
+        if asked is not None:
+            self.handle.status.group_event(group, "Normal", "ScaleUpRequested",
+                                           asked.describe())
+            self.handle.status.group_changed(group.key)
+        return said
 
     def _reservation_complete(self, group_key: str) -> None:
         """Everything the gang needs is held: it is tried at once."""
@@ -302,6 +323,12 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
                 return GangTrial(False, reason=why)
             result = self._trial_result(group, placed)
         return dataclasses.replace(result, victims=victims.pods, reclaim=reclaim, reason=why)
+
+    def scale_up_answer(self, members: Sequence[Pod]) -> tuple[bool, str]:
+        if self.scale_ups is None:
+            return False, ""
+        why_not = no_shape_holds(members, self.handle.cache.nodes())
+        return not why_not, why_not
 
     def reservation_preview(self, group: PodGroup, members: Sequence[Pod]) -> GangTrial:
         if not members:
@@ -455,6 +482,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         self.awaiting_admission.discard(group_key)
         self.admitted.discard(group_key)
         self.shapes.pop(group_key, None)
+        if self.scale_ups is not None:
+            self.scale_ups.forget(group_key)
         self.reservations.release(group_key, "deleted")
         self.reservations.forget(group_key)
         self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
@@ -497,6 +526,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
             self.handle.activator.capacity_freed()
         expired = [key for key, _ in self.manager.expire(now)]
         expired += self._expire_reservations(now)
+        expired += self._provisioning(now)
         thawed = self.manager.expire_frozen()
         for key in thawed:
             self.handle.status.group_changed(key)
@@ -505,6 +535,59 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         metrics.gangs_waiting.set(float(len(waiting)))
         metrics.gangs_frozen.set(float(len(self.manager.frozen_keys())))
         return expired + thawed
+
+    def _wait_for(self, group: PodGroup) -> float:
+        """How long the gang waits for a scale-up before it may preempt."""
+        if self.scale_ups is None:
+            return 0.0
+        own = group.scale_up_wait_seconds
+        return own if own is not None else self.scale_ups.args.preemption_delay_seconds
+
+    def _scale_up_first(self, group: PodGroup) -> bool:
+        return self.scale_ups is not None and self.scale_ups.holds_back_preemption(
+            group.key, self._wait_for(group), self.handle.clock.now())
+
+    def _provisioning(self, now: float) -> list[str]:
+        """Nodes gangs are placed on are kept from scale-down; requests that changed
+        state are told, and a Provisioned gang is tried at once."""
+        if self.guard is not None:
+            self.guard.update(self._gang_nodes())
+        if self.scale_ups is None:
+            return []
+        self.scale_ups.poll()
+        for group_key in self.scale_ups.unanswered():
+            group = self.handle.groups.podgroup(group_key)
+            if group is not None and self.manager.enough(group, READY):
+                self.scale_ups.placed(group_key, now)
+        keys = self.scale_ups.due(now)
+        for group_key in keys:  # may preempt, or ask again, now
+            self.manager.thaw(group_key)
+        for group_key, asked in self.scale_ups.changes(now):
+            group = self.handle.groups.podgroup(group_key)
+            if group is None:
+                continue
+            state = asked.state.state
+            if state != PENDING:
+                self.handle.status.group_event(
+                    group, "Warning" if state in ENDED else "Normal", f"ScaleUp{state}",
+                    asked.describe())
+            self.handle.status.group_changed(group_key)
+            if state == PROVISIONED:
+                self.manager.thaw(group_key)
+            keys.append(group_key)
+        return keys
+
+    def _gang_nodes(self) -> set[str]:
+        """Nodes holding a gang's claims, assumed or waiting members, or reservation."""
+        cache = self.handle.cache
+        nodes = {w.node_name for w in self.handle.waiting_pods}
+        for group_key in cache.group_keys():
+            for pod in cache.group_pods(group_key):
+                nodes.update((cache.claimed_node(pod.key), cache.assumed_node(pod.key)))
+        for reservation in self.reservations:
+            nodes.update(reservation.targets)
+        nodes.discard("")
+        return nodes
 
     def _expire_reservations(self, now: float) -> list[str]:
         """Reservations past maxReservationSeconds let their room go; the gang waits
@@ -551,6 +634,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
                 short=manager.shortfall(group),
                 reservation=self.reservations.of(group_key),
                 reservation_expired=group_key in self.reservations.expired,
+                scale_up=self.scale_ups.report(group_key) if self.scale_ups else (None, None),
             )
             status = build_status(view)
             api = api_for(group)

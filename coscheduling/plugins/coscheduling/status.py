@@ -47,6 +47,8 @@ class GroupView:
     # The room held for the gang while it is first in line, and whether it ran out.
     reservation: Reservation | None = None
     reservation_expired: bool = False
+    # The gang's ProvisioningRequest (status.provisioningRequest) and its ScaleUp condition.
+    scale_up: tuple[dict[str, Any] | None, dict[str, str] | None] = (None, None)
 
 
 def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, str]:
@@ -146,6 +148,8 @@ def gang_conditions(view: GroupView, phase: str, tally: Tally) -> list[dict[str,
     reserved = _reserved_condition(view, phase)
     if reserved is not None:
         conditions.append(reserved)
+    if view.scale_up[1] is not None:
+        conditions.append(view.scale_up[1])
     if view.holds:
         conditions.append(_condition(
             "ReplacementHeld", True, "MemberLost", "; ".join(
@@ -205,6 +209,8 @@ def build_status(view: GroupView) -> dict[str, Any]:
         status["subGroups"] = status_counts(view.group, view.members)
     if view.reservation is not None:
         status["reservation"] = reservation_status(view.reservation)
+    if view.scale_up[0] is not None:
+        status["provisioningRequest"] = view.scale_up[0]
     return status
 
 

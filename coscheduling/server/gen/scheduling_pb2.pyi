@@ -35,6 +35,7 @@ class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FITS_WHEN_ROOM_FREES: _ClassVar[Verdict]
     NEVER: _ClassVar[Verdict]
     FITS_ONCE_RESERVED: _ClassVar[Verdict]
+    FITS_AFTER_SCALE_UP: _ClassVar[Verdict]
 CODE_SUCCESS: Code
 CODE_ERROR: Code
 CODE_UNSCHEDULABLE: Code
@@ -54,6 +55,7 @@ FITS_AFTER_RECLAIM: Verdict
 FITS_WHEN_ROOM_FREES: Verdict
 NEVER: Verdict
 FITS_ONCE_RESERVED: Verdict
+FITS_AFTER_SCALE_UP: Verdict
 
 class Status(_message.Message):
     __slots__ = ("code", "reasons", "plugin")
