@@ -112,11 +112,15 @@ class PriorityLister(Protocol):
 
 class PluginsRunner(Protocol):
     """Runs the profile's plugins for a pod outside its own cycle (a gang's admission places
-    its missing members; preemption re-filters a node without its victims)."""
+    its missing members through the gang's cycle; preemption re-filters a node without its
+    victims)."""
 
-    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
-        """PreFilter (all but ``skip_plugin``), Filter and Score of ``pod`` as its own cycle
-        would run them: (the best node or None, why no node fits)."""
+    def place_members(self, members: Sequence[Pod], skip_plugin: str, *,
+                      backtrack: bool) -> tuple[int, str]:
+        """The gang's cycle: place and claim every one of ``members``, each as its own
+        cycle would (PreFilter but ``skip_plugin``, Filter, Score), all or none, searching
+        over node choices when ``backtrack``: (how many the furthest attempt placed, why
+        not; "" when every member holds a claim)."""
 
     def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
         """PreFilter (all but ``skip_plugin``) and Filter of ``pod`` on one node."""

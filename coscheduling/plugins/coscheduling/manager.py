@@ -30,12 +30,7 @@ from coscheduling.api.times import format_duration
 from coscheduling.plugins.coscheduling import subgroups
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
 from coscheduling.plugins.coscheduling.holds import HeldSlots
-from coscheduling.plugins.coscheduling.search import (
-    MAX_BACKTRACKS,
-    MemberSearch,
-    SelectNode,
-    needs_search,
-)
+from coscheduling.plugins.coscheduling.search import needs_search
 from coscheduling.plugins.coscheduling.topology import Domain, claim_in_domain
 from coscheduling.preemption.evaluator import describe_victims, gang_preemptor
 
@@ -105,8 +100,6 @@ class GangState:
     domain: Domain | None = None
     # Members that entered Wait during the current attempt.
     waited: set[str] = field(default_factory=set)
-    # The search placing its members, while it runs (what nodes each has tried).
-    search: MemberSearch | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +236,7 @@ class GangManager:
         return self._frozen.drain_expired()
 
     # -- admission -----------------------------------------------------------------------
-    def admit(self, pod: Pod, group: PodGroup, select_node: SelectNode,
+    def admit(self, pod: Pod, group: PodGroup,
               candidates: Iterable[Pod], counts: GangCounts) -> str:
         """Claim room for every member the gang still misses, or explain why it cannot.
 
@@ -254,22 +247,21 @@ class GangManager:
         members = self.missing(pod, group, candidates, counts)
         if isinstance(members, str):
             return members
-        why = self._place(group, members, select_node, counts)
+        why = self._place(group, members, counts)
         if not why:
             self._commit(group, members)
         return why
 
-    def try_admit(self, pod: Pod, group: PodGroup, select_node: SelectNode,
-                  candidates: list[Pod], counts: GangCounts,
+    def try_admit(self, pod: Pod, group: PodGroup, candidates: list[Pod], counts: GangCounts,
                   preemption: Preemption | None) -> str:
         """Admit the gang (claims made: ""), or say why not: while members are missing it
         just waits; otherwise it preempts when ``preemption`` is given and evictions let it
         in, or it is frozen with the reason."""
-        why = self.admit(pod, group, select_node, candidates, counts)
+        why = self.admit(pod, group, candidates, counts)
         if not why or why.startswith(WAITING_FOR_MEMBERS):
             return why
         if preemption is not None:
-            preempting = self.preempt(pod, group, select_node, candidates, counts, preemption)
+            preempting = self.preempt(pod, group, candidates, counts, preemption)
             if preempting:
                 return preempting
         self.freeze(group.key, why)
@@ -277,7 +269,7 @@ class GangManager:
         gang.last_failure, gang.last_failure_at = why, self.handle.clock.now()
         return why
 
-    def trial(self, pod: Pod, group: PodGroup, select_node: SelectNode,
+    def trial(self, pod: Pod, group: PodGroup,
               candidates: Iterable[Pod]) -> tuple[list[Pod], str]:
         """The admission of :meth:`admit` without its commit (a what-if): (the members it
         placed, each holding a claim the caller's transaction discards; why it cannot, ""
@@ -286,13 +278,12 @@ class GangManager:
         members = self.missing(pod, group, candidates, counts)
         if isinstance(members, str):
             return [], members
-        return members, self._place(group, members, select_node, counts)
+        return members, self._place(group, members, counts)
 
-    def retry_placement(self, group: PodGroup, members: list[Pod],
-                        select_node: SelectNode) -> str:
+    def retry_placement(self, group: PodGroup, members: list[Pod]) -> str:
         """Place ``members`` again as :meth:`trial` did (in a transaction that no longer
         holds its claims)."""
-        return self._place(group, members, select_node, self.counts(group.key))
+        return self._place(group, members, self.counts(group.key))
 
     def missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
                  counts: GangCounts) -> list[Pod] | str:
@@ -308,12 +299,11 @@ class GangManager:
             return waiting_for_members(group, counts)
         return chosen[:need]
 
-    def _place(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-               counts: GangCounts) -> str:
+    def _place(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
         if group.topology is None:
             self.state(group.key).domain = None  # spec.topology may have been removed
-            return self._claim(group, members, select_node, counts)
-        return self._claim_in_domain(group, members, select_node, counts)
+            return self._claim(group, members, counts)
+        return self._claim_in_domain(group, members, counts)
 
     def _commit(self, group: PodGroup, members: list[Pod]) -> None:
         """The members' claims are the gang's now; its attempt (and clock) starts."""
@@ -326,8 +316,8 @@ class GangManager:
         self.handle.status.group_changed(group.key)
 
     # -- preemption ------------------------------------------------------------------------
-    def preempt(self, pod: Pod, group: PodGroup, select_node: SelectNode,
-                candidates: Iterable[Pod], counts: GangCounts, preemption: Preemption) -> str:
+    def preempt(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
+                counts: GangCounts, preemption: Preemption) -> str:
         """Evict lower-priority pods so that every missing member fits, and claim the room
         they free for the gang; returns what it did ("" when no eviction helps).
 
@@ -341,7 +331,7 @@ class GangManager:
         self.handle.metrics.preemption_attempts.inc()
 
         def place() -> str:
-            return self._place(group, members, select_node, counts)
+            return self._place(group, members, counts)
 
         victims = preemption.for_gang(group, members, place)
         if victims is None:
@@ -382,41 +372,26 @@ class GangManager:
                 gang.deadline = gang.started + self.timeout_for(group)
         return left
 
-    def _claim(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-               counts: GangCounts) -> str:
+    def _claim(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
         """Place and claim ``members`` one after another; all of them, or none (a gang of
         subgroups: each subgroup in its own domain when it asks for one)."""
         if self.subgroup_domains.wanted(group):
             return self.subgroup_domains.claim(
-                group, members, lambda chunk: self._claim_members(group, chunk, select_node,
-                                                                  counts))
-        return self._claim_members(group, members, select_node, counts)
+                group, members, lambda chunk: self._claim_members(group, chunk, counts))
+        return self._claim_members(group, members, counts)
 
-    def _claim_members(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-                       counts: GangCounts) -> str:
-        search = MemberSearch(self.handle.cache, select_node,
-                              budget=MAX_BACKTRACKS if needs_search(group, members) else 0)
-        gang = self.state(group.key)
-        gang.search = search
-        try:
-            made, why = search.place(members)
-        finally:
-            gang.search = None
+    def _claim_members(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
+        """The gang's cycle places ``members`` (all or none), searching over node choices
+        when placing them one after another might miss a placement."""
+        made, why = self.handle.runner.place_members(
+            members, self.plugin_name, backtrack=needs_search(group, members))
         if made == len(members):
             return ""
         placed = counts.placed + counts.waiting + counts.claimed + made
         return (f"{len(members) - made}/{group.min_member} members of the gang "
                 f"cannot be placed ({placed} placed or reserved): {why}")
 
-    def avoided(self, pod: Pod) -> frozenset[str]:
-        """Nodes the running search keeps ``pod`` off (it tried them)."""
-        gang = self.gangs.get(pod.group_key) if pod.group_key else None
-        if gang is None or gang.search is None:
-            return frozenset()
-        return gang.search.avoid.get(pod.key, frozenset())
-
-    def _claim_in_domain(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-                         counts: GangCounts) -> str:
+    def _claim_in_domain(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
         """Claim ``members`` inside one domain (topology.claim_in_domain). The gang's domain
         is what the Coscheduling Filter holds its members to, during these trials and in
         their own cycles."""
@@ -428,7 +403,7 @@ class GangManager:
 
         return claim_in_domain(self.handle.cache, group.topology,
                                self.handle.cache.group_nodes(group.key), members, set_domain,
-                               lambda: self._claim(group, members, select_node, counts))
+                               lambda: self._claim(group, members, counts))
 
     def domain_of(self, group_key: str) -> Domain | None:
         """The domain the gang's members are held to (None: anywhere)."""

@@ -64,8 +64,6 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.framework.nodeinfo import NodeInfo
 
-TRIED = "node(s) tried for this member while the gang's placement was searched"
-
 
 def _uid(owner: str) -> str:
     return owner.rsplit("/", 1)[-1]
@@ -180,7 +178,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         does not fit (and preempts nothing) reserves room if it is first in line."""
         manager, reservations = self.manager, self.reservations
         reservations.lend_own(group.key)
-        why = manager.try_admit(pod, group, self._select_node, candidates, counts, preemption)
+        why = manager.try_admit(pod, group, candidates, counts, preemption)
         if not why:
             reservations.release(group.key, "placed")
             reservations.forget(group.key)
@@ -263,9 +261,6 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
     def _eligible(self, pod: Pod) -> bool:
         return not pod.gated and not pod.deleting and not pod.parse_error
 
-    def _select_node(self, pod: Pod) -> tuple[str | None, str]:
-        return self.handle.runner.select_node(pod, skip_plugin=self.name)
-
     # -- what-if -------------------------------------------------------------------------
     def trial(self, group: PodGroup, members: Sequence[Pod], *, preempt: bool) -> GangTrial:
         """The gang's admission as PreFilter would run it, then (with ``preempt``) the
@@ -284,14 +279,14 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         """The body of :meth:`trial`, in its transaction."""
         manager, cache = self.manager, self.handle.cache
         first, rest = members[0], members[1:]
-        placed, why = manager.trial(first, group, self._select_node, rest)
+        placed, why = manager.trial(first, group, rest)
         if not why:
             return self._trial_result(group, placed)
         if not placed or not (preempt and self._may_preempt(first, rest)):
             return GangTrial(False, reason=why)
 
         def place() -> str:
-            return manager.retry_placement(group, placed, self._select_node)
+            return manager.retry_placement(group, placed)
 
         victims, reclaim = self.preemption.search_gang(group, placed, place)
         if victims is None:
@@ -331,9 +326,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
     # -- Filter --------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         """A member of a gang placed by topology stays inside the gang's domain (and its
-        subgroup's); a member the gang's search moves keeps off the nodes it tried."""
-        if node.name in self.manager.avoided(pod):
-            return Status.unschedulable(TRIED, plugin=self.name)
+        subgroup's)."""
         for whose, domain in self._domains(pod):
             if node.node is not None and node.node.labels.get(domain.key) != domain.value:
                 return Status.unschedulable(f"node(s) outside the {whose} topology domain "
@@ -341,10 +334,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         return SUCCESS
 
     def sign(self, pod: Pod) -> Hashable | None:
-        """Filter reads the node's labels and the gang's (and subgroup's) domain only,
-        unless the gang's search keeps the pod off nodes (then no signature)."""
-        if self.manager.avoided(pod):
-            return None
+        """Filter reads the node's labels and the gang's (and subgroup's) domain only."""
         return tuple((d.key, d.value) for _, d in self._domains(pod))
 
     def _domains(self, pod: Pod) -> list[tuple[str, Domain]]:
