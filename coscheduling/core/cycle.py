@@ -68,7 +68,7 @@ class Cycles:
         passes Filter, PostFilter (which may preempt: the victims go, the pod is nominated
         and tries again later), its answer added to Filter's. Nothing is held for the pod
         itself (PreFilter of a gang member may claim room for its gang)."""
-        status = self._fw.run_pre_filter(state, pod)
+        status = self.pre_filter(state, pod)
         if not status.ok:
             return Selection(None, status)
         choice = self._placer.select(state, pod)
@@ -80,6 +80,12 @@ class Cycles:
             why = Status(Code.UNSCHEDULABLE, (message,), "Filter")
             return Selection(None, why, choice.failures)
         return Selection(choice.node, status)
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        """PreFilter, with the gang's cycle run where the gang plugin's PreFilter asks for
+        it (:meth:`~coscheduling.core.gangcycle.GangCycle.admit`): one owner of both, for
+        the loop and the gRPC server."""
+        return self._fw.run_pre_filter(state, pod, self.gangs.admit)
 
     def reserve_chosen(self, state: CycleState, pod: Pod, info: NodeInfo) -> Status:
         """Reserve ``pod`` on a node its caller chose (no selection ran): the node's Filter

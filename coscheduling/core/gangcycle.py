@@ -23,13 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from coscheduling.framework.cycle_state import CycleState
-from coscheduling.framework.status import Status
+from coscheduling.framework.cycle_state import GANG_ADMISSION, CycleState
+from coscheduling.framework.status import SUCCESS, Status
 
 if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.core.placement import Placer
     from coscheduling.framework.handle import SchedulerCache, Transaction
+    from coscheduling.framework.interfaces import GangAdmissionPlugin
     from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.runtime import Framework
 
@@ -109,6 +110,15 @@ class GangCycle:
                               budget=MAX_BACKTRACKS if backtrack else 0)
         return search.place(members)
 
+    def admit(self, plugin: GangAdmissionPlugin, state: CycleState, pod: Pod) -> Status:
+        """After ``plugin``'s PreFilter passed: the gang's admission when the plugin asked
+        for it (its request is taken from ``state``), else nothing to do."""
+        request = state.read(GANG_ADMISSION)
+        if request is None:
+            return SUCCESS
+        state.write(GANG_ADMISSION, None)
+        return plugin.admit_gang(state, pod, request)
+
     def select_node(self, pod: Pod, skip_plugin: str,
                     avoid: frozenset[str] = frozenset()) -> tuple[str | None, str]:
         """The node ``pod``'s own cycle would pick (None, and why, when none passes)."""
@@ -144,9 +154,9 @@ class PluginsRunner:
         return gangs.place_members(members, skip_plugin, backtrack=backtrack)
 
     def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
-        framework, _ = self._parts()
+        framework, gangs = self._parts()
         state = CycleState()
-        status = framework.pre_filter_except(state, pod, skip_plugin)
+        status = framework.pre_filter_except(state, pod, skip_plugin, gangs.admit)
         return status if not status.ok else framework.run_filter(state, pod, node)
 
     def preemption_enabled(self) -> bool:

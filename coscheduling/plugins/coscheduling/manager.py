@@ -2,9 +2,10 @@
 
 How a gang gets in, and why two gangs never deadlock:
 
-1. PreFilter of the first member finds room for every missing member, one after another,
-   each with the Filter and Score its own cycle would run, and *claims* that room in the
-   cache in the same locked step.
+1. PreFilter of the first member asks for the gang's admission; the manager says which
+   members to place (and in which domain and subgroup chunks), the core's gang cycle finds
+   room for each, one after another, with the Filter and Score its own cycle would run, and
+   *claims* that room in the cache in the same locked step.
    Other gangs and plain pods see claimed room as used, so nobody can take it while the gang
    is being placed; a gang that does not fit claims nothing and is frozen for a while.
 2. Members are placed one by one into their claimed room (any other room that fits if the

@@ -11,11 +11,19 @@ from cachetools import LRUCache
 from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import add_into
 from coscheduling.api.times import format_rfc3339
-from coscheduling.framework.cycle_state import FAILURE, PERMITTED, CycleFailure, CycleState
+from coscheduling.framework.cycle_state import (
+    FAILURE,
+    GANG_ADMISSION,
+    PERMITTED,
+    CycleFailure,
+    CycleState,
+)
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     FilterPlugin,
+    GangAdmission,
+    GangAdmissionPlugin,
     GangKeeperPlugin,
     GangReporter,
     GangSimulator,
@@ -24,7 +32,6 @@ from coscheduling.framework.interfaces import (
     PermitPlugin,
     PostFilterPlugin,
     PreEnqueuePlugin,
-    PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
 )
@@ -69,7 +76,7 @@ def _uid(owner: str) -> str:
     return owner.rsplit("/", 1)[-1]
 
 
-class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlugin,
+class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, FilterPlugin,
                    PostFilterPlugin, ReservePlugin, PermitPlugin, ClusterEventsPlugin,
                    GangReporter, GangSimulator, GangKeeperPlugin):
     name = "Coscheduling"
@@ -141,8 +148,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         """The gates a member passes (its group exists, is valid, agrees with it, is not
-        another owner's, is not waiting for victims or frozen); then the manager admits the
-        gang, preempting or freezing it when it does not fit."""
+        another owner's, is not waiting for victims or frozen); then, when its gang must be
+        admitted, the request for the gang's cycle (:meth:`admit_gang`)."""
         self.reservations.lend(pod)
         group_key = pod.group_key
         group = self.handle.groups.podgroup(group_key) if group_key else None
@@ -165,10 +172,21 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
             (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
             key=self.sort_key,
         )
+        state.write(GANG_ADMISSION, GangAdmission(group_key, tuple(candidates)))
+        return SUCCESS
+
+    def admit_gang(self, state: CycleState, pod: Pod, request: GangAdmission) -> Status:
+        """The gang's admission, asked for by :meth:`pre_filter` and run by the core right
+        after it: the manager says which members, domains and subgroups, the core places
+        them; the gang preempts, reserves or is frozen when it does not fit."""
+        group = self.handle.groups.podgroup(request.group_key)
+        if group is None:  # not possible under the lock PreFilter ran under
+            return Status.unschedulable(missing_message(pod.membership, pod.namespace))
+        candidates = list(request.candidates)
         preemption = self.preemption if self._may_preempt(pod, candidates) else None
-        why = self._admit(pod, group, candidates, counts, preemption)
+        why = self._admit(pod, group, candidates, self.manager.counts(group.key), preemption)
         if why:
-            return Status.unschedulable(f'PodGroup "{group_key}": {why}')
+            return Status.unschedulable(f'PodGroup "{group.key}": {why}')
         self.handle.activator.activate(p.key for p in candidates)
         return SUCCESS
 
