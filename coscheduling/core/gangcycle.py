@@ -20,10 +20,11 @@ gang that does not fit costs at most :data:`MAX_BACKTRACKS` more placements.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from coscheduling.framework.cycle_state import GANG_ADMISSION, CycleState
+from coscheduling.framework.gangplan import Chunks, GangStep, InDomain, Members
 from coscheduling.framework.status import SUCCESS, Status
 
 if TYPE_CHECKING:
@@ -110,6 +111,49 @@ class GangCycle:
                               budget=MAX_BACKTRACKS if backtrack else 0)
         return search.place(members)
 
+    def place(self, step: GangStep, skip_plugin: str) -> str:
+        """Place the plan ``step`` (see :mod:`coscheduling.framework.gangplan`) for the gang
+        plugin ``skip_plugin``: "" with every member's claim kept, else why not, with no
+        claim left behind."""
+        if isinstance(step, Members):
+            made, why = self.place_members(step.pods, skip_plugin, backtrack=step.backtrack)
+            return "" if made == len(step.pods) else step.refusal(made, why)
+        if isinstance(step, Chunks):
+            with self._placer.cache.transaction() as tx:
+                for prefix, part in step.parts:
+                    why = self.place(part, skip_plugin)
+                    if why:
+                        return prefix + why  # the parts placed before are discarded too
+                tx.commit()
+            return ""
+        return self._place_in_domain(step, skip_plugin)
+
+    def _place_in_domain(self, step: InDomain, skip_plugin: str) -> str:
+        """``step.inner`` inside one domain: the narrowest key first, and within a key the
+        domain it fits most tightly, each tried in a transaction that is discarded, the
+        chosen one placed for real; a domain that is not required falls back to anywhere."""
+        policy = step.domains
+        options: Mapping[str, Sequence[str]] = {}
+        for key in policy.keys:
+            options = policy.options(key)
+            fits: list[tuple[float, str]] = []
+            for value in sorted(options):
+                policy.hold((key, value))
+                with self._placer.cache.transaction():  # a trial: its claims are discarded
+                    if self.place(step.inner, skip_plugin):
+                        continue
+                    fits.append((policy.tightness(options[value]), value))
+            if fits:
+                policy.hold((key, min(fits)[1]))
+                why = self.place(step.inner, skip_plugin)
+                if why:
+                    policy.hold(None)
+                return why
+        policy.hold(None)
+        if not policy.required:
+            return self.place(step.inner, skip_plugin)
+        return policy.refusal(options)
+
     def admit(self, plugin: GangAdmissionPlugin, state: CycleState, pod: Pod) -> Status:
         """After ``plugin``'s PreFilter passed: the gang's admission when the plugin asked
         for it (its request is taken from ``state``), else nothing to do."""
@@ -148,10 +192,9 @@ class PluginsRunner:
             raise RuntimeError("the plugins runner is used before its framework exists")
         return self._fw, self._gangs
 
-    def place_members(self, members: Sequence[Pod], skip_plugin: str, *,
-                      backtrack: bool) -> tuple[int, str]:
+    def place_gang(self, plan: GangStep, skip_plugin: str) -> str:
         _, gangs = self._parts()
-        return gangs.place_members(members, skip_plugin, backtrack=backtrack)
+        return gangs.place(plan, skip_plugin)
 
     def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
         framework, gangs = self._parts()

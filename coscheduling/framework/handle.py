@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import VolumeStore
+    from coscheduling.framework.gangplan import GangStep
     from coscheduling.framework.metrics import SchedulerMetrics
     from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.waiting import WaitingPods
@@ -115,12 +116,10 @@ class PluginsRunner(Protocol):
     its missing members through the gang's cycle; preemption re-filters a node without its
     victims)."""
 
-    def place_members(self, members: Sequence[Pod], skip_plugin: str, *,
-                      backtrack: bool) -> tuple[int, str]:
-        """The gang's cycle: place and claim every one of ``members``, each as its own
-        cycle would (PreFilter but ``skip_plugin``, Filter, Score), all or none, searching
-        over node choices when ``backtrack``: (how many the furthest attempt placed, why
-        not; "" when every member holds a claim)."""
+    def place_gang(self, plan: GangStep, skip_plugin: str) -> str:
+        """The gang's cycle: place and claim ``plan``'s members (each as its own cycle
+        would: PreFilter but ``skip_plugin``, Filter, Score) in its domains and chunks, all
+        or none: "" with every claim kept, else why not (the plan's own words)."""
 
     def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
         """PreFilter (all but ``skip_plugin``) and Filter of ``pod`` on one node."""

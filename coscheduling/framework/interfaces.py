@@ -236,7 +236,7 @@ class GangAdmissionPlugin(PreFilterPlugin):
     @abstractmethod
     def admit_gang(self, state: CycleState, pod: Pod, request: GangAdmission) -> Status:
         """Admit ``pod``'s gang as ``request`` says: say which members and domains, have
-        the core place them (``handle.runner.place_members``), and record the outcome
+        the core place them (``handle.runner.place_gang``), and record the outcome
         (claims kept, or the gang frozen, reserving, or preempting). The answer stands for
         this plugin's PreFilter."""
 

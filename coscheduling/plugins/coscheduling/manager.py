@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING
 from cachetools import TTLCache
 
 from coscheduling.api.times import format_duration
+from coscheduling.framework.gangplan import GangStep, InDomain, Members
 from coscheduling.plugins.coscheduling import subgroups
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
 from coscheduling.plugins.coscheduling.holds import HeldSlots
 from coscheduling.plugins.coscheduling.search import needs_search
-from coscheduling.plugins.coscheduling.topology import Domain, claim_in_domain
+from coscheduling.plugins.coscheduling.topology import Domain, TopologyDomains
 from coscheduling.preemption.evaluator import describe_victims, gang_preemptor
 
 if TYPE_CHECKING:
@@ -301,10 +302,11 @@ class GangManager:
         return chosen[:need]
 
     def _place(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
+        """The gang's cycle places ``members`` as :meth:`_plan` says; all or none."""
         if group.topology is None:
             self.state(group.key).domain = None  # spec.topology may have been removed
-            return self._claim(group, members, counts)
-        return self._claim_in_domain(group, members, counts)
+        return self.handle.runner.place_gang(self._plan(group, members, counts),
+                                             self.plugin_name)
 
     def _commit(self, group: PodGroup, members: list[Pod]) -> None:
         """The members' claims are the gang's now; its attempt (and clock) starts."""
@@ -373,38 +375,36 @@ class GangManager:
                 gang.deadline = gang.started + self.timeout_for(group)
         return left
 
-    def _claim(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
-        """Place and claim ``members`` one after another; all of them, or none (a gang of
-        subgroups: each subgroup in its own domain when it asks for one)."""
-        if self.subgroup_domains.wanted(group):
-            return self.subgroup_domains.claim(
-                group, members, lambda chunk: self._claim_members(group, chunk, counts))
-        return self._claim_members(group, members, counts)
+    def _plan(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> GangStep:
+        """What the gang's cycle places: ``members`` (a gang of subgroups: subgroup by
+        subgroup, each in its own domain when it asks for one), inside the gang's topology
+        domain when it asks for one. The gang's domain is what the Coscheduling Filter holds
+        its members to, during the cycle's trials and in their own cycles."""
+        def part(chunk: list[Pod]) -> Members:
+            return self._members(group, chunk, counts)
 
-    def _claim_members(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
-        """The gang's cycle places ``members`` (all or none), searching over node choices
-        when placing them one after another might miss a placement."""
-        made, why = self.handle.runner.place_members(
-            members, self.plugin_name, backtrack=needs_search(group, members))
-        if made == len(members):
-            return ""
-        placed = counts.placed + counts.waiting + counts.claimed + made
-        return (f"{len(members) - made}/{group.min_member} members of the gang "
-                f"cannot be placed ({placed} placed or reserved): {why}")
-
-    def _claim_in_domain(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
-        """Claim ``members`` inside one domain (topology.claim_in_domain). The gang's domain
-        is what the Coscheduling Filter holds its members to, during these trials and in
-        their own cycles."""
-        assert group.topology is not None
+        inner: GangStep = (self.subgroup_domains.plan(group, members, part)
+                           if self.subgroup_domains.wanted(group) else part(members))
+        if group.topology is None:
+            return inner
         gang = self.state(group.key)
 
-        def set_domain(domain: Domain | None) -> None:
+        def hold(domain: Domain | None) -> None:
             gang.domain = domain
 
-        return claim_in_domain(self.handle.cache, group.topology,
-                               self.handle.cache.group_nodes(group.key), members, set_domain,
-                               lambda: self._claim(group, members, counts))
+        domains = TopologyDomains(self.handle.cache, group.topology, members,
+                                  lambda: self.handle.cache.group_nodes(group.key), hold)
+        return InDomain(domains, inner)
+
+    def _members(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> Members:
+        """``members`` placed one after another, by a search over node choices when that
+        might miss a placement; a failure says how many of the gang could not be placed."""
+        def refusal(made: int, why: str) -> str:
+            placed = counts.placed + counts.waiting + counts.claimed + made
+            return (f"{len(members) - made}/{group.min_member} members of the gang "
+                    f"cannot be placed ({placed} placed or reserved): {why}")
+
+        return Members(tuple(members), needs_search(group, members), refusal)
 
     def domain_of(self, group_key: str) -> Domain | None:
         """The domain the gang's members are held to (None: anywhere)."""
