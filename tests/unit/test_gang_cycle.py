@@ -8,6 +8,7 @@ import pytest
 
 from coscheduling.core.placement import TRIED
 from coscheduling.framework.cycle_state import GANG_ADMISSION, CycleState
+from coscheduling.framework.gangplan import Chunks, Members
 from coscheduling.framework.interfaces import GangAdmission
 from tests.simulation import SimCluster
 
@@ -72,3 +73,28 @@ def test_the_one_node_choice(sim: SimCluster, claimed: str, avoid: frozenset[str
                    if name in choice.failures)
         if chosen is None:
             assert set(choice.failures) == avoid
+
+
+def _refusal(made: int, why: str) -> str:
+    return f"{made} placed: {why}"
+
+
+@pytest.mark.parametrize(("cpu", "expected"), [
+    ("1", ""),                                           # room for all three: claims kept
+    ("2", "second: 0 placed: 0/2 nodes are available"),  # c fits nowhere: a's and b's go too
+])
+def test_a_plan_of_chunks_is_placed_whole_or_not_at_all(sim: SimCluster, cpu: str,
+                                                        expected: str) -> None:
+    a, b = sim.add_pod("a", cpu="1"), sim.add_pod("b", cpu="1")
+    c = sim.add_pod("c", cpu=cpu)
+    filler = sim.add_pod("filler", cpu="1")
+    scheduler = sim.scheduler
+    cache = scheduler.cache
+    with cache.lock:
+        cache.assume(filler, "n2")  # 3 of the 4 cpus are left
+        plan = Chunks((("", Members((a, b), False, _refusal)),
+                       ("second: ", Members((c,), False, _refusal))))
+        why = scheduler.cycles.gangs.place(plan, "Coscheduling")
+        assert why.startswith(expected) and bool(why) == bool(expected)
+        claimed = [bool(cache.claimed_node(p.key)) for p in (a, b, c)]
+        assert claimed == [not expected] * 3
