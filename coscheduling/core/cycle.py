@@ -1,9 +1,10 @@
 """A pod's cycle from PreFilter to PostBind, or its undoing: one owner, used by the
 scheduling loop, by the gRPC server's caller-driven cycles and by its one-call Schedule alike.
 
-Selecting a node runs PreFilter, then takes the node the pod's gang claimed for it if that
-node still passes Filter (as kube-scheduler tries a nominated node first), else Filters and
-Scores the nodes and picks one (:class:`~coscheduling.core.placement.Placer`). Assume takes the
+Selecting a node runs PreFilter, then the one node choice of
+:meth:`~coscheduling.core.placement.Placer.select` (the node the pod's gang claimed for it if
+that node still passes Filter, else Filter and Score over the nodes), which a gang's cycle
+(:mod:`~coscheduling.core.gangcycle`) uses for each member it places too. Assume takes the
 pod's room in the cache before Reserve; Permit's answer is recorded in the cycle state as
 framework data (permitted, or why it failed), which Unreserve plugins read; a Permit wait's
 decision is settled the same way. Undoing a cycle unreserves it, forgets the assumed pod,
@@ -17,6 +18,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from coscheduling.core.gangcycle import GangCycle
 from coscheduling.framework.cycle_state import FAILURE, PERMITTED, CycleFailure, CycleState
 from coscheduling.framework.status import Code, Status
 
@@ -59,19 +61,17 @@ class Cycles:
         self._metrics = metrics
         self._reporter = reporter
         self._names = frozenset(scheduler_names)
+        self.gangs = GangCycle(framework, placer)
 
     def select(self, state: CycleState, pod: Pod) -> Selection:
         """PreFilter, then the node for ``pod`` (see the module's docstring); when no node
         passes Filter, PostFilter (which may preempt: the victims go, the pod is nominated
         and tries again later), its answer added to Filter's. Nothing is held for the pod
         itself (PreFilter of a gang member may claim room for its gang)."""
-        status = self._fw.run_pre_filter(state, pod)
+        status = self.pre_filter(state, pod)
         if not status.ok:
             return Selection(None, status)
-        claimed = self._claimed_node(state, pod)
-        if claimed:
-            return Selection(claimed, status)
-        choice = self._placer.choose(state, pod)
+        choice = self._placer.select(state, pod)
         if choice.node is None:
             message = choice.summary()
             post = self._fw.run_post_filter(state, pod, choice.failures)
@@ -81,13 +81,11 @@ class Cycles:
             return Selection(None, why, choice.failures)
         return Selection(choice.node, status)
 
-    def _claimed_node(self, state: CycleState, pod: Pod) -> str:
-        """The node a gang claimed for ``pod``, if it still passes Filter."""
-        claimed = self._cache.claimed_node(pod.key)
-        info = self._cache.node(claimed) if claimed else None
-        if info is None or not self._fw.run_filter(state, pod, info).ok:
-            return ""
-        return claimed
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        """PreFilter, with the gang's cycle run where the gang plugin's PreFilter asks for
+        it (:meth:`~coscheduling.core.gangcycle.GangCycle.admit`): one owner of both, for
+        the loop and the gRPC server."""
+        return self._fw.run_pre_filter(state, pod, self.gangs.admit)
 
     def reserve_chosen(self, state: CycleState, pod: Pod, info: NodeInfo) -> Status:
         """Reserve ``pod`` on a node its caller chose (no selection ran): the node's Filter

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 MIN_FEASIBLE_NODES = 100
 
+TRIED = "node(s) tried for this member while the gang's placement was searched"
+"""Why a node fails for a gang member the gang's search moved off it."""
+
 
 def nodes_to_find(total: int, percentage: int) -> int:
     """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
@@ -252,14 +255,27 @@ class Placer:
         not sign), if any (for inspection and tests)."""
         return self._tables.get((signature, unsigned)) if self._tables is not None else None
 
-    def choose(self, state: CycleState, pod: Pod) -> Choice:
-        """Filter and Score ``pod`` (after its PreFilter ran into ``state``); under the
-        cache lock. A pod some plugins cannot sign is sampled as kube-scheduler samples,
-        but only those plugins run per node: the others' answers come from a partial
-        table."""
+    def select(self, state: CycleState, pod: Pod,
+               avoid: frozenset[str] = frozenset()) -> Choice:
+        """The node for ``pod`` (after its PreFilter ran into ``state``), for its own cycle
+        and for a gang's search alike: the node its gang claimed for it if that node still
+        passes Filter (as kube-scheduler tries a nominated node first), else
+        :meth:`choose`. Under the cache lock."""
+        claimed = self.cache.claimed_node(pod.key)
+        info = self.cache.node(claimed) if claimed and claimed not in avoid else None
+        if info is not None and self.framework.run_filter(state, pod, info).ok:
+            return Choice(claimed)
+        return self.choose(state, pod, avoid)
+
+    def choose(self, state: CycleState, pod: Pod,
+               avoid: frozenset[str] = frozenset()) -> Choice:
+        """Filter and Score ``pod`` (after its PreFilter ran into ``state``), keeping it off
+        the nodes in ``avoid`` (a gang's search tried them); under the cache lock. A pod
+        some plugins cannot sign is sampled as kube-scheduler samples, but only those
+        plugins run per node: the others' answers come from a partial table."""
         tables = self._tables
-        if tables is None or self.cache.claimed_node(pod.key):
-            return self._sampled(state, pod)
+        if tables is None or avoid or self.cache.claimed_node(pod.key):
+            return self._sampled(state, pod, avoid=avoid)
         signature, unsigned = self.framework.split_signature(pod)
         table = tables.get((signature, unsigned))
         if table is None:
@@ -288,9 +304,11 @@ class Placer:
         return min(near)[1] if near else first
 
     # -- sampling, for pods that cannot share a whole table --------------------------------
-    def _sampled(self, state: CycleState, pod: Pod, table: NodeTable | None = None) -> Choice:
+    def _sampled(self, state: CycleState, pod: Pod, table: NodeTable | None = None,
+                 avoid: frozenset[str] = frozenset()) -> Choice:
         """kube-scheduler's pass: Filter from a rotating start until enough nodes pass, then
-        Score those. With a partial ``table``, only the plugins it leaves out run here."""
+        Score those. With a partial ``table``, only the plugins it leaves out run here; the
+        nodes in ``avoid`` fail as tried."""
         names = self.cache.node_names()
         total = len(names)
         wanted = nodes_to_find(total, self.percentage)
@@ -306,6 +324,9 @@ class Placer:
             info = node(names[(start + offset) % total])
             examined += 1
             if info is None:
+                continue
+            if info.name in avoid:
+                failures[info.name] = Status.unschedulable(TRIED)
                 continue
             failed = table.failed.get(info.name) if table is not None else None
             if failed is not None:
@@ -355,40 +376,3 @@ class Placer:
             for name, value in scores.items():
                 totals[name] += weight * _clamp(value)
         return totals
-
-
-class PluginsRunner:
-    """Runs the profile's plugins for a pod outside its own cycle: a gang's admission places
-    its missing members with it, and preemption re-filters a node without its victims."""
-
-    def __init__(self) -> None:
-        self._fw: Framework | None = None
-        self._placer: Placer | None = None
-
-    def attach(self, framework: Framework, placer: Placer) -> None:
-        """The framework exists only once its plugins, which get this role, are built."""
-        self._fw, self._placer = framework, placer
-
-    def _parts(self) -> tuple[Framework, Placer]:
-        if self._fw is None or self._placer is None:
-            raise RuntimeError("the plugins runner is used before its framework exists")
-        return self._fw, self._placer
-
-    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
-        framework, placer = self._parts()
-        state = CycleState()
-        status = framework.pre_filter_except(state, pod, skip_plugin)
-        if not status.ok:
-            return None, f"{pod.name}: {status.message}"
-        choice = placer.choose(state, pod)
-        return choice.node, "" if choice.node else choice.summary()
-
-    def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
-        framework, _ = self._parts()
-        state = CycleState()
-        status = framework.pre_filter_except(state, pod, skip_plugin)
-        return status if not status.ok else framework.run_filter(state, pod, node)
-
-    def preemption_enabled(self) -> bool:
-        framework, _ = self._parts()
-        return any(p.name == "DefaultPreemption" for p in framework.post_filter_plugins)

@@ -27,7 +27,8 @@ from coscheduling.cluster.client import ApiError
 from coscheduling.config.types import SchedulerConfig
 from coscheduling.core.cache import Cache, Listers
 from coscheduling.core.cycle import Cycles
-from coscheduling.core.placement import Placer, PluginsRunner
+from coscheduling.core.gangcycle import PluginsRunner
+from coscheduling.core.placement import Placer
 from coscheduling.core.queue import Activator, SchedulingQueue
 from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState, settle
 from coscheduling.framework.handle import Handle
@@ -166,11 +167,11 @@ class Scheduler:
         self.framework = self._build_framework(registry)
         self.placer = Placer(self.framework, self.cache, config.percentage_of_nodes_to_score,
                              config.signature_cache_size)
-        self._runner.attach(self.framework, self.placer)
         self.event_plugins += [p for p in self.framework.instances.values()
                                if isinstance(p, ClusterEventsPlugin)]
         self.cycles = Cycles(self.framework, self.cache, self.placer, self.queue,
                              self.activator, self.metrics, reporter, config.scheduler_names)
+        self._runner.attach(self.framework, self.cycles.gangs)
 
     def _build_framework(self, registry: Registry) -> Framework:
         """Every plugin the profile names, built with the roles of :class:`Handle`."""

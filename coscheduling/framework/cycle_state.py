@@ -41,6 +41,10 @@ class CycleState:
 PERMITTED = "framework/permitted"
 FAILURE = "framework/failure"
 
+# What a gang plugin's PreFilter asks of the core: the member's gang must be admitted now (a
+# GangAdmission), which the gang's cycle takes from here and hands back to the plugin.
+GANG_ADMISSION = "framework/gang-admission"
+
 
 @dataclass(frozen=True, slots=True)
 class CycleFailure:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
     from coscheduling.api.volumes import VolumeStore
+    from coscheduling.framework.gangplan import GangStep
     from coscheduling.framework.metrics import SchedulerMetrics
     from coscheduling.framework.nodeinfo import NodeInfo
     from coscheduling.framework.waiting import WaitingPods
@@ -113,11 +114,13 @@ class PriorityLister(Protocol):
 
 class PluginsRunner(Protocol):
     """Runs the profile's plugins for a pod outside its own cycle (a gang's admission places
-    its missing members; preemption re-filters a node without its victims)."""
+    its missing members through the gang's cycle; preemption re-filters a node without its
+    victims)."""
 
-    def select_node(self, pod: Pod, skip_plugin: str) -> tuple[str | None, str]:
-        """PreFilter (all but ``skip_plugin``), Filter and Score of ``pod`` as its own cycle
-        would run them: (the best node or None, why no node fits)."""
+    def place_gang(self, plan: GangStep, skip_plugin: str) -> str:
+        """The gang's cycle: place and claim ``plan``'s members (each as its own cycle
+        would: PreFilter but ``skip_plugin``, Filter, Score) in its domains and chunks, all
+        or none: "" with every claim kept, else why not (the plan's own words)."""
 
     def filter_node(self, pod: Pod, node: NodeInfo, skip_plugin: str = "") -> Status:
         """PreFilter (all but ``skip_plugin``) and Filter of ``pod`` on one node."""

@@ -217,6 +217,31 @@ class GangKeeperPlugin(Plugin):
 
 
 @dataclass(frozen=True)
+class GangAdmission:
+    """What a gang plugin's PreFilter asks for (written to the cycle state as
+    ``GANG_ADMISSION``): the member's gang must be admitted now, from the pending members
+    given (in queue order, the member itself left out)."""
+
+    group_key: str
+    candidates: tuple[Pod, ...]
+
+
+class GangAdmissionPlugin(PreFilterPlugin):
+    """A PreFilter plugin whose gangs are admitted as a whole (Coscheduling). Its PreFilter
+    only passes a member's gates; when the gang must be admitted it writes a
+    :class:`GangAdmission` to the cycle state, and the gang's cycle (the core's, for the loop
+    and the gRPC server alike) runs at once, at this plugin's place among the PreFilters,
+    handing the request to :meth:`admit_gang`."""
+
+    @abstractmethod
+    def admit_gang(self, state: CycleState, pod: Pod, request: GangAdmission) -> Status:
+        """Admit ``pod``'s gang as ``request`` says: say which members and domains, have
+        the core place them (``handle.runner.place_gang``), and record the outcome
+        (claims kept, or the gang frozen, reserving, or preempting). The answer stands for
+        this plugin's PreFilter."""
+
+
+@dataclass(frozen=True)
 class GangSummary:
     """Where a gang stands, for readers outside its plugin (the gRPC GetPodGroup)."""
 

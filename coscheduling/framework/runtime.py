@@ -12,6 +12,7 @@ from coscheduling.framework.interfaces import (
     MAX_NODE_SCORE,
     BindPlugin,
     FilterPlugin,
+    GangAdmissionPlugin,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 ObserveFn = Callable[[str, Status, float], None]
 """Called with (extension point, status, seconds) after each extension point runs."""
+
+AdmitGang = Callable[[GangAdmissionPlugin, CycleState, "Pod"], Status]
+"""The gang's cycle, run after a gang plugin's PreFilter passed (the core's Cycles)."""
 
 
 @dataclass(frozen=True)
@@ -135,17 +139,26 @@ class Framework:
                 return status.with_plugin(plugin.name)
         return SUCCESS
 
-    def run_pre_filter(self, state: CycleState, pod: Pod) -> Status:
+    def run_pre_filter(self, state: CycleState, pod: Pod,
+                       admit: AdmitGang | None = None) -> Status:
+        """PreFilter of every plugin, timed; ``admit`` is the gang's cycle (see
+        :meth:`pre_filter_except`)."""
         started = time.perf_counter()
-        return self._timed("PreFilter", started, self.pre_filter_except(state, pod, ""))
+        return self._timed("PreFilter", started,
+                           self.pre_filter_except(state, pod, "", admit))
 
-    def pre_filter_except(self, state: CycleState, pod: Pod, skip_plugin: str) -> Status:
-        """PreFilter of every plugin but ``skip_plugin``, untimed: for a plugin that places
-        other pods from inside its own PreFilter (the gang's admission)."""
+    def pre_filter_except(self, state: CycleState, pod: Pod, skip_plugin: str,
+                          admit: AdmitGang | None = None) -> Status:
+        """PreFilter of every plugin but ``skip_plugin``, untimed (the gang's cycle places
+        members with every PreFilter but the gang plugin's). A gang plugin's PreFilter that
+        passes is followed at once by ``admit``, the gang's cycle, whose answer stands for
+        it: the PreFilters after it see the gang admitted, as they always have."""
         for plugin in self.pre_filter_plugins:
             if plugin.name == skip_plugin:
                 continue
             status = plugin.pre_filter(state, pod)
+            if status.ok and admit is not None and isinstance(plugin, GangAdmissionPlugin):
+                status = admit(plugin, state, pod)
             if status.code == Code.SKIP:
                 state.skip_filter.add(plugin.name)
             elif not status.ok:

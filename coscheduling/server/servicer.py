@@ -100,7 +100,7 @@ class SchedulingServicer:
         arg = read_pod(request, "pod")
         self._caller("PreFilter", context, arg)
         with self._lock:
-            status = self._fw.run_pre_filter(CycleState(), arg.resolve(self._s, watched=True))
+            status = self._s.cycles.pre_filter(CycleState(), arg.resolve(self._s, watched=True))
         return pb.PreFilterResponse(status=status_pb(status))
 
     def Filter(self, request: Any, context: Any) -> pb.FilterResponse:

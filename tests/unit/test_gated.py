@@ -42,7 +42,7 @@ def held_by_gates(sim: SimCluster, key: str) -> bool:
     with sim.scheduler.cache.lock:
         pod = sim.scheduler.cache.pod(key)
         assert pod is not None
-        status = plugin.pre_filter(CycleState(), pod).with_plugin(plugin.name)
+        status = sim.scheduler.cycles.pre_filter(CycleState(), pod)
         assert not status.ok
         return plugin.held_by_gates(pod, status)
 

@@ -1,5 +1,6 @@
-"""The gang's member search (plugins/coscheduling/search.py), table-driven on a real cache:
-each member may use some nodes, in its order of preference, and a node holds one member."""
+"""The gang's member search (core/gangcycle.py; when to search:
+plugins/coscheduling/search.py), table-driven on a real cache: each member may use some
+nodes, in its order of preference, and a node holds one member."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from coscheduling.api.nodes import parse_node
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
 from coscheduling.core.cache import Cache
-from coscheduling.plugins.coscheduling.search import MemberSearch, needs_search
+from coscheduling.core.gangcycle import MemberSearch
+from coscheduling.plugins.coscheduling.search import needs_search
 
 
 def _pod(name: str, template: str = "gpu", cpu: str = "1") -> Pod:
@@ -22,16 +24,14 @@ def _pod(name: str, template: str = "gpu", cpu: str = "1") -> Pod:
 
 def _search(cache: Cache, wants: dict[str, list[str]], budget: int) -> MemberSearch:
     """Member -> the nodes it may use, best first; a node that holds a claim is full."""
-    def select_node(pod: Pod) -> tuple[str | None, str]:
-        avoid = search.avoid.get(pod.key, frozenset())
+    def select_node(pod: Pod, avoid: frozenset[str]) -> tuple[str | None, str]:
         for node in wants[pod.name]:
             info = cache.node(node)
             if node not in avoid and info is not None and not info.claims:
                 return node, ""
         return None, f"{pod.name}: no node"
 
-    search = MemberSearch(cache, select_node, budget)
-    return search
+    return MemberSearch(cache, select_node, budget)
 
 
 @pytest.mark.parametrize(("wants", "budget", "placed", "expected"), [

@@ -2,9 +2,10 @@
 
 How a gang gets in, and why two gangs never deadlock:
 
-1. PreFilter of the first member finds room for every missing member, one after another,
-   each with the Filter and Score its own cycle would run, and *claims* that room in the
-   cache in the same locked step.
+1. PreFilter of the first member asks for the gang's admission; the manager says which
+   members to place (and in which domain and subgroup chunks), the core's gang cycle finds
+   room for each, one after another, with the Filter and Score its own cycle would run, and
+   *claims* that room in the cache in the same locked step.
    Other gangs and plain pods see claimed room as used, so nobody can take it while the gang
    is being placed; a gang that does not fit claims nothing and is frozen for a while.
 2. Members are placed one by one into their claimed room (any other room that fits if the
@@ -27,16 +28,12 @@ from typing import TYPE_CHECKING
 from cachetools import TTLCache
 
 from coscheduling.api.times import format_duration
+from coscheduling.framework.gangplan import GangStep, InDomain, Members
 from coscheduling.plugins.coscheduling import subgroups
 from coscheduling.plugins.coscheduling.args import CoschedulingArgs
 from coscheduling.plugins.coscheduling.holds import HeldSlots
-from coscheduling.plugins.coscheduling.search import (
-    MAX_BACKTRACKS,
-    MemberSearch,
-    SelectNode,
-    needs_search,
-)
-from coscheduling.plugins.coscheduling.topology import Domain, claim_in_domain
+from coscheduling.plugins.coscheduling.search import needs_search
+from coscheduling.plugins.coscheduling.topology import Domain, TopologyDomains
 from coscheduling.preemption.evaluator import describe_victims, gang_preemptor
 
 if TYPE_CHECKING:
@@ -105,8 +102,6 @@ class GangState:
     domain: Domain | None = None
     # Members that entered Wait during the current attempt.
     waited: set[str] = field(default_factory=set)
-    # The search placing its members, while it runs (what nodes each has tried).
-    search: MemberSearch | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +238,7 @@ class GangManager:
         return self._frozen.drain_expired()
 
     # -- admission -----------------------------------------------------------------------
-    def admit(self, pod: Pod, group: PodGroup, select_node: SelectNode,
+    def admit(self, pod: Pod, group: PodGroup,
               candidates: Iterable[Pod], counts: GangCounts) -> str:
         """Claim room for every member the gang still misses, or explain why it cannot.
 
@@ -254,22 +249,21 @@ class GangManager:
         members = self.missing(pod, group, candidates, counts)
         if isinstance(members, str):
             return members
-        why = self._place(group, members, select_node, counts)
+        why = self._place(group, members, counts)
         if not why:
             self._commit(group, members)
         return why
 
-    def try_admit(self, pod: Pod, group: PodGroup, select_node: SelectNode,
-                  candidates: list[Pod], counts: GangCounts,
+    def try_admit(self, pod: Pod, group: PodGroup, candidates: list[Pod], counts: GangCounts,
                   preemption: Preemption | None) -> str:
         """Admit the gang (claims made: ""), or say why not: while members are missing it
         just waits; otherwise it preempts when ``preemption`` is given and evictions let it
         in, or it is frozen with the reason."""
-        why = self.admit(pod, group, select_node, candidates, counts)
+        why = self.admit(pod, group, candidates, counts)
         if not why or why.startswith(WAITING_FOR_MEMBERS):
             return why
         if preemption is not None:
-            preempting = self.preempt(pod, group, select_node, candidates, counts, preemption)
+            preempting = self.preempt(pod, group, candidates, counts, preemption)
             if preempting:
                 return preempting
         self.freeze(group.key, why)
@@ -277,7 +271,7 @@ class GangManager:
         gang.last_failure, gang.last_failure_at = why, self.handle.clock.now()
         return why
 
-    def trial(self, pod: Pod, group: PodGroup, select_node: SelectNode,
+    def trial(self, pod: Pod, group: PodGroup,
               candidates: Iterable[Pod]) -> tuple[list[Pod], str]:
         """The admission of :meth:`admit` without its commit (a what-if): (the members it
         placed, each holding a claim the caller's transaction discards; why it cannot, ""
@@ -286,13 +280,12 @@ class GangManager:
         members = self.missing(pod, group, candidates, counts)
         if isinstance(members, str):
             return [], members
-        return members, self._place(group, members, select_node, counts)
+        return members, self._place(group, members, counts)
 
-    def retry_placement(self, group: PodGroup, members: list[Pod],
-                        select_node: SelectNode) -> str:
+    def retry_placement(self, group: PodGroup, members: list[Pod]) -> str:
         """Place ``members`` again as :meth:`trial` did (in a transaction that no longer
         holds its claims)."""
-        return self._place(group, members, select_node, self.counts(group.key))
+        return self._place(group, members, self.counts(group.key))
 
     def missing(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
                  counts: GangCounts) -> list[Pod] | str:
@@ -308,12 +301,12 @@ class GangManager:
             return waiting_for_members(group, counts)
         return chosen[:need]
 
-    def _place(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-               counts: GangCounts) -> str:
+    def _place(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> str:
+        """The gang's cycle places ``members`` as :meth:`_plan` says; all or none."""
         if group.topology is None:
             self.state(group.key).domain = None  # spec.topology may have been removed
-            return self._claim(group, members, select_node, counts)
-        return self._claim_in_domain(group, members, select_node, counts)
+        return self.handle.runner.place_gang(self._plan(group, members, counts),
+                                             self.plugin_name)
 
     def _commit(self, group: PodGroup, members: list[Pod]) -> None:
         """The members' claims are the gang's now; its attempt (and clock) starts."""
@@ -326,8 +319,8 @@ class GangManager:
         self.handle.status.group_changed(group.key)
 
     # -- preemption ------------------------------------------------------------------------
-    def preempt(self, pod: Pod, group: PodGroup, select_node: SelectNode,
-                candidates: Iterable[Pod], counts: GangCounts, preemption: Preemption) -> str:
+    def preempt(self, pod: Pod, group: PodGroup, candidates: Iterable[Pod],
+                counts: GangCounts, preemption: Preemption) -> str:
         """Evict lower-priority pods so that every missing member fits, and claim the room
         they free for the gang; returns what it did ("" when no eviction helps).
 
@@ -341,7 +334,7 @@ class GangManager:
         self.handle.metrics.preemption_attempts.inc()
 
         def place() -> str:
-            return self._place(group, members, select_node, counts)
+            return self._place(group, members, counts)
 
         victims = preemption.for_gang(group, members, place)
         if victims is None:
@@ -382,53 +375,36 @@ class GangManager:
                 gang.deadline = gang.started + self.timeout_for(group)
         return left
 
-    def _claim(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-               counts: GangCounts) -> str:
-        """Place and claim ``members`` one after another; all of them, or none (a gang of
-        subgroups: each subgroup in its own domain when it asks for one)."""
-        if self.subgroup_domains.wanted(group):
-            return self.subgroup_domains.claim(
-                group, members, lambda chunk: self._claim_members(group, chunk, select_node,
-                                                                  counts))
-        return self._claim_members(group, members, select_node, counts)
+    def _plan(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> GangStep:
+        """What the gang's cycle places: ``members`` (a gang of subgroups: subgroup by
+        subgroup, each in its own domain when it asks for one), inside the gang's topology
+        domain when it asks for one. The gang's domain is what the Coscheduling Filter holds
+        its members to, during the cycle's trials and in their own cycles."""
+        def part(chunk: list[Pod]) -> Members:
+            return self._members(group, chunk, counts)
 
-    def _claim_members(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-                       counts: GangCounts) -> str:
-        search = MemberSearch(self.handle.cache, select_node,
-                              budget=MAX_BACKTRACKS if needs_search(group, members) else 0)
-        gang = self.state(group.key)
-        gang.search = search
-        try:
-            made, why = search.place(members)
-        finally:
-            gang.search = None
-        if made == len(members):
-            return ""
-        placed = counts.placed + counts.waiting + counts.claimed + made
-        return (f"{len(members) - made}/{group.min_member} members of the gang "
-                f"cannot be placed ({placed} placed or reserved): {why}")
-
-    def avoided(self, pod: Pod) -> frozenset[str]:
-        """Nodes the running search keeps ``pod`` off (it tried them)."""
-        gang = self.gangs.get(pod.group_key) if pod.group_key else None
-        if gang is None or gang.search is None:
-            return frozenset()
-        return gang.search.avoid.get(pod.key, frozenset())
-
-    def _claim_in_domain(self, group: PodGroup, members: list[Pod], select_node: SelectNode,
-                         counts: GangCounts) -> str:
-        """Claim ``members`` inside one domain (topology.claim_in_domain). The gang's domain
-        is what the Coscheduling Filter holds its members to, during these trials and in
-        their own cycles."""
-        assert group.topology is not None
+        inner: GangStep = (self.subgroup_domains.plan(group, members, part)
+                           if self.subgroup_domains.wanted(group) else part(members))
+        if group.topology is None:
+            return inner
         gang = self.state(group.key)
 
-        def set_domain(domain: Domain | None) -> None:
+        def hold(domain: Domain | None) -> None:
             gang.domain = domain
 
-        return claim_in_domain(self.handle.cache, group.topology,
-                               self.handle.cache.group_nodes(group.key), members, set_domain,
-                               lambda: self._claim(group, members, select_node, counts))
+        domains = TopologyDomains(self.handle.cache, group.topology, members,
+                                  lambda: self.handle.cache.group_nodes(group.key), hold)
+        return InDomain(domains, inner)
+
+    def _members(self, group: PodGroup, members: list[Pod], counts: GangCounts) -> Members:
+        """``members`` placed one after another, by a search over node choices when that
+        might miss a placement; a failure says how many of the gang could not be placed."""
+        def refusal(made: int, why: str) -> str:
+            placed = counts.placed + counts.waiting + counts.claimed + made
+            return (f"{len(members) - made}/{group.min_member} members of the gang "
+                    f"cannot be placed ({placed} placed or reserved): {why}")
+
+        return Members(tuple(members), needs_search(group, members), refusal)
 
     def domain_of(self, group_key: str) -> Domain | None:
         """The domain the gang's members are held to (None: anywhere)."""

@@ -11,11 +11,19 @@ from cachetools import LRUCache
 from coscheduling.api import podgroups as pg
 from coscheduling.api.quantity import add_into
 from coscheduling.api.times import format_rfc3339
-from coscheduling.framework.cycle_state import FAILURE, PERMITTED, CycleFailure, CycleState
+from coscheduling.framework.cycle_state import (
+    FAILURE,
+    GANG_ADMISSION,
+    PERMITTED,
+    CycleFailure,
+    CycleState,
+)
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     FilterPlugin,
+    GangAdmission,
+    GangAdmissionPlugin,
     GangKeeperPlugin,
     GangReporter,
     GangSimulator,
@@ -24,7 +32,6 @@ from coscheduling.framework.interfaces import (
     PermitPlugin,
     PostFilterPlugin,
     PreEnqueuePlugin,
-    PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
 )
@@ -67,14 +74,12 @@ if TYPE_CHECKING:
     from coscheduling.api.pods import Pod
     from coscheduling.framework.nodeinfo import NodeInfo
 
-TRIED = "node(s) tried for this member while the gang's placement was searched"
-
 
 def _uid(owner: str) -> str:
     return owner.rsplit("/", 1)[-1]
 
 
-class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlugin,
+class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, FilterPlugin,
                    PostFilterPlugin, ReservePlugin, PermitPlugin, ClusterEventsPlugin,
                    GangReporter, GangSimulator, GangKeeperPlugin):
     name = "Coscheduling"
@@ -149,8 +154,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         """The gates a member passes (its group exists, is valid, agrees with it, is not
-        another owner's, is not waiting for victims or frozen); then the manager admits the
-        gang, preempting or freezing it when it does not fit."""
+        another owner's, is not waiting for victims or frozen); then, when its gang must be
+        admitted, the request for the gang's cycle (:meth:`admit_gang`)."""
         self.reservations.lend(pod)
         group_key = pod.group_key
         group = self.handle.groups.podgroup(group_key) if group_key else None
@@ -173,11 +178,23 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
             (p for p in counts.pending if p.key != pod.key and self._eligible(p)),
             key=self.sort_key,
         )
+        state.write(GANG_ADMISSION, GangAdmission(group_key, tuple(candidates)))
+        return SUCCESS
+
+    def admit_gang(self, state: CycleState, pod: Pod, request: GangAdmission) -> Status:
+        """The gang's admission, asked for by :meth:`pre_filter` and run by the core right
+        after it: the manager says which members, domains and subgroups, the core places
+        them; the gang preempts (or first waits for a scale-up), reserves or is frozen when
+        it does not fit."""
+        group = self.handle.groups.podgroup(request.group_key)
+        if group is None:  # not possible under the lock PreFilter ran under
+            return Status.unschedulable(missing_message(pod.membership, pod.namespace))
+        candidates = list(request.candidates)
         preemption = self.preemption if self._may_preempt(pod, candidates) \
             and not self._scale_up_first(group) else None
-        why = self._admit(pod, group, candidates, counts, preemption)
+        why = self._admit(pod, group, candidates, self.manager.counts(group.key), preemption)
         if why:
-            return Status.unschedulable(f'PodGroup "{group_key}": {why}')
+            return Status.unschedulable(f'PodGroup "{group.key}": {why}')
         self.handle.activator.activate(p.key for p in candidates)
         return SUCCESS
 
@@ -187,7 +204,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         does not fit (and preempts nothing) reserves room if it is first in line."""
         manager, reservations = self.manager, self.reservations
         reservations.lend_own(group.key)
-        why = manager.try_admit(pod, group, self._select_node, candidates, counts, preemption)
+        why = manager.try_admit(pod, group, candidates, counts, preemption)
         if not why:
             reservations.release(group.key, "placed")
             reservations.forget(group.key)
@@ -284,9 +301,6 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
     def _eligible(self, pod: Pod) -> bool:
         return not pod.gated and not pod.deleting and not pod.parse_error
 
-    def _select_node(self, pod: Pod) -> tuple[str | None, str]:
-        return self.handle.runner.select_node(pod, skip_plugin=self.name)
-
     # -- what-if -------------------------------------------------------------------------
     def trial(self, group: PodGroup, members: Sequence[Pod], *, preempt: bool) -> GangTrial:
         """The gang's admission as PreFilter would run it, then (with ``preempt``) the
@@ -305,14 +319,14 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         """The body of :meth:`trial`, in its transaction."""
         manager, cache = self.manager, self.handle.cache
         first, rest = members[0], members[1:]
-        placed, why = manager.trial(first, group, self._select_node, rest)
+        placed, why = manager.trial(first, group, rest)
         if not why:
             return self._trial_result(group, placed)
         if not placed or not (preempt and self._may_preempt(first, rest)):
             return GangTrial(False, reason=why)
 
         def place() -> str:
-            return manager.retry_placement(group, placed, self._select_node)
+            return manager.retry_placement(group, placed)
 
         victims, reclaim = self.preemption.search_gang(group, placed, place)
         if victims is None:
@@ -358,9 +372,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
     # -- Filter --------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         """A member of a gang placed by topology stays inside the gang's domain (and its
-        subgroup's); a member the gang's search moves keeps off the nodes it tried."""
-        if node.name in self.manager.avoided(pod):
-            return Status.unschedulable(TRIED, plugin=self.name)
+        subgroup's)."""
         for whose, domain in self._domains(pod):
             if node.node is not None and node.node.labels.get(domain.key) != domain.value:
                 return Status.unschedulable(f"node(s) outside the {whose} topology domain "
@@ -368,10 +380,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, PreFilterPlugin, FilterPlu
         return SUCCESS
 
     def sign(self, pod: Pod) -> Hashable | None:
-        """Filter reads the node's labels and the gang's (and subgroup's) domain only,
-        unless the gang's search keeps the pod off nodes (then no signature)."""
-        if self.manager.avoided(pod):
-            return None
+        """Filter reads the node's labels and the gang's (and subgroup's) domain only."""
         return tuple((d.key, d.value) for _, d in self._domains(pod))
 
     def _domains(self, pod: Pod) -> list[tuple[str, Domain]]:

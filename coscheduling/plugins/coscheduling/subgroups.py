@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from coscheduling.plugins.coscheduling.topology import Domain, claim_in_domain
+from coscheduling.framework.gangplan import Chunks, GangStep, InDomain
+from coscheduling.plugins.coscheduling.topology import Domain, TopologyDomains
 
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup, SubGroups
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 UNASSIGNED = ""
 """A member in no subgroup: it counts toward the gang's minMember only."""
 
-Claim = Callable[[list["Pod"]], str]
-"""Place and claim members, all or none: "" on success, else why not."""
+Part = Callable[[list["Pod"]], "GangStep"]
+"""How a chunk of members is placed (the plan's leaf for them)."""
 
 
 def part_of(group: PodGroup, pod: Pod) -> str:
@@ -212,35 +213,35 @@ class SubgroupDomains:
             return False
         return any(s.topology is not None for s in (*subs.listed, subs.template) if s)
 
-    def claim(self, group: PodGroup, members: list[Pod], claim: Claim) -> str:
-        """Claim ``members`` subgroup by subgroup, each subgroup inside a domain of its own
-        when it asks for one; all of them, or none."""
+    def plan(self, group: PodGroup, members: list[Pod], part: Part) -> Chunks:
+        """``members`` placed subgroup by subgroup, all or none, each subgroup inside a
+        domain of its own when it asks for one (``part``: how a chunk's members are
+        placed)."""
         chunks: dict[str, list[Pod]] = {}
         for pod in members:
             chunks.setdefault(part_of(group, pod), []).append(pod)
-        with self.cache.transaction() as tx:
-            for name, chunk in sorted(chunks.items()):
-                why = self._claim_one(group, name, chunk, claim)
-                if why:
-                    return why  # the chunks claimed before are discarded with it
-            tx.commit()
-        return ""
+        return Chunks(tuple(self._chunk(group, name, chunk, part)
+                            for name, chunk in sorted(chunks.items())))
 
-    def _claim_one(self, group: PodGroup, name: str, chunk: list[Pod], claim: Claim) -> str:
+    def _chunk(self, group: PodGroup, name: str, chunk: list[Pod],
+               part: Part) -> tuple[str, GangStep]:
         assert group.subgroups is not None
         sub = group.subgroups.get(name)
         key = (group.key, name)
         if sub is None or sub.topology is None:
-            return claim(chunk)
-        placed = [p.node_name or self.cache.assumed_node(p.key) or self.cache.claimed_node(p.key)
-                  for p in self.cache.group_pods(group.key) if part_of(group, p) == name]
+            return "", part(chunk)
 
-        def set_domain(domain: Domain | None) -> None:
+        def placed() -> list[str]:
+            cache = self.cache
+            nodes = [p.node_name or cache.assumed_node(p.key) or cache.claimed_node(p.key)
+                     for p in cache.group_pods(group.key) if part_of(group, p) == name]
+            return [n for n in nodes if n]
+
+        def hold(domain: Domain | None) -> None:
             if domain is None:
                 self._domains.pop(key, None)
             else:
                 self._domains[key] = domain
 
-        why = claim_in_domain(self.cache, sub.topology, [n for n in placed if n], chunk,
-                              set_domain, lambda: claim(chunk))
-        return f"subgroup {name}: {why}" if why else ""
+        domains = TopologyDomains(self.cache, sub.topology, chunk, placed, hold)
+        return f"subgroup {name}: ", InDomain(domains, part(chunk))

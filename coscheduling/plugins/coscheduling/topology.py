@@ -2,14 +2,14 @@
 may go to, how well it fits each, and why none can hold it.
 
 A gang is one job whose members talk to each other, so ``spec.topology`` asks for all of it
-in one rack, or failing that one zone. The manager tries each domain with the same per-node
-admission a gang always gets (every filter, member by member, on top of what is used and
-claimed); this module only enumerates and measures.
+in one rack, or failing that one zone. The core's gang cycle tries each domain with the same
+per-node admission a gang always gets (every filter, member by member, on top of what is used
+and claimed); this module only enumerates and measures, as the plugin's policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -110,36 +110,44 @@ def describe(amounts: Mapping[str, int]) -> str:
     return ", ".join(f"{r} {format_units(r, amounts[r])}" for r in sorted(amounts)) or "nothing"
 
 
-def claim_in_domain(cache: SchedulerCache, topology: Topology, placed: Iterable[str],
-                    members: list[Pod], set_domain: Callable[[Domain | None], None],
-                    claim: Callable[[], str], whose: str = "the gang's") -> str:
-    """Claim ``members`` inside one domain: the narrowest key first, and within a key the
-    domain they fit most tightly ("" once claimed, else why not). ``set_domain`` holds the
-    members to a domain (the Coscheduling Filter reads it) during each trial and after;
-    ``claim`` places and claims them all, or none. A Preferred topology falls back to
-    anywhere."""
-    placed = list(placed)
-    need = total_request(members)
-    options: dict[str, list[str]] = {}
-    for key in topology.keys:
-        options = domains(cache, key, placed)
-        fits: list[tuple[float, str]] = []
-        for value in sorted(options):
-            set_domain(Domain(key, value))
-            with cache.transaction():  # a trial: its claims are discarded
-                if claim():
-                    continue
-                fits.append((leftover(cache, options[value], need), value))
-        if fits:
-            set_domain(Domain(key, min(fits)[1]))
-            why = claim()
-            if why:
-                set_domain(None)
-            return why
-    set_domain(None)
-    if not topology.required:
-        return claim()
-    return no_domain(cache, topology, len(members), need, options, bool(placed), whose)
+class TopologyDomains:
+    """The domain policy of a gang's (or a subgroup's) ``members`` for the core's gang
+    cycle: the domains left to them, the tightest fit, and why none will do. ``hold`` holds
+    the members to a domain (the Coscheduling Filter reads it) during each trial and
+    after; ``placed`` gives the nodes their gang (or subgroup) already sits on."""
+
+    def __init__(self, cache: SchedulerCache, topology: Topology, members: Sequence[Pod],
+                 placed: Callable[[], Iterable[str]], hold: Callable[[Domain | None], None],
+                 whose: str = "the gang's") -> None:
+        self._cache = cache
+        self._topology = topology
+        self._missing = len(members)
+        self._need = total_request(members)
+        self._placed = placed
+        self._hold = hold
+        self._whose = whose
+
+    @property
+    def keys(self) -> Sequence[str]:
+        return self._topology.keys
+
+    @property
+    def required(self) -> bool:
+        return self._topology.required
+
+    def options(self, key: str) -> dict[str, list[str]]:
+        return domains(self._cache, key, self._placed())
+
+    def tightness(self, nodes: Sequence[str]) -> float:
+        return leftover(self._cache, nodes, self._need)
+
+    def hold(self, domain: tuple[str, str] | None) -> None:
+        self._hold(Domain(*domain) if domain is not None else None)
+
+    def refusal(self, widest: Mapping[str, Sequence[str]]) -> str:
+        return no_domain(self._cache, self._topology, self._missing, self._need,
+                         {value: list(nodes) for value, nodes in widest.items()},
+                         any(True for _ in self._placed()), self._whose)
 
 
 def no_domain(cache: SchedulerCache, topology: Topology, missing: int,
