@@ -1,0 +1,122 @@
+"""Groups derived from owners, with the real controllers: kube-controller-manager's Job
+controller makes the pods of a batch/v1 Job that names this scheduler and no group, and the
+scheduler places them as the gang the Job means (its PodGroup derived, owned by the Job).
+Nodes are API objects without kubelets: bound pods stay Pending, which is all a gang needs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from coscheduling.cluster.client import ApiError, KubeClient
+from tests.integration.kube import pod_condition, wait_until
+
+StartScheduler = Callable[..., Any]
+PODGROUPS = "/apis/batch.scheduler.tencent.com/v1"
+
+
+def job(name: str, scheduler: str, *, parallelism: int, completions: int | None = None,
+        cpu: str = "1", annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """An indexed Job of ``parallelism`` pods at once, each asking for ``cpu``."""
+    container = {"name": "work", "image": "busybox", "command": ["true"],
+                 "resources": {"requests": {"cpu": cpu}}}
+    spec: dict[str, Any] = {
+        "parallelism": parallelism, "completionMode": "Indexed",
+        "completions": completions if completions is not None else parallelism,
+        "template": {"spec": {"schedulerName": scheduler, "restartPolicy": "Never",
+                              "terminationGracePeriodSeconds": 0, "containers": [container]}}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "annotations": annotations or {}}, "spec": spec}
+
+
+def job_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    answer = kube.get(f"/api/v1/namespaces/{namespace}/pods",
+                      labelSelector=f"batch.kubernetes.io/job-name={name}")
+    return [p for p in answer.get("items") or () if not p["metadata"].get("deletionTimestamp")]
+
+
+def bound(pods: list[dict[str, Any]]) -> dict[str, str]:
+    """uid -> node of the bound pods."""
+    return {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in pods
+            if p["spec"].get("nodeName")}
+
+
+def podgroup(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return kube.get(f"{PODGROUPS}/namespaces/{namespace}/podgroups/{name}")
+    except ApiError as err:
+        if err.not_found:
+            return None
+        raise
+
+
+def _unschedulable(kube: KubeClient, namespace: str, pods: list[dict[str, Any]]) -> bool:
+    return bool(pods) and all(
+        pod_condition(kube, namespace, p["metadata"]["name"], "PodScheduled").get("reason")
+        == "Unschedulable" for p in pods)
+
+
+def test_job_of_four_on_room_for_three_binds_none_then_all_four(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+) -> None:
+    sched = start_scheduler()
+    make_node("dj-a", cpu="2")
+    make_node("dj-b", cpu="1")
+    created = kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                          job("train", sched.name, parallelism=4))
+
+    group = wait_until(lambda: podgroup(kube, namespace, "job-train"),
+                       what="the PodGroup derived from the Job")
+    assert group["spec"]["minMember"] == 4
+    owner = group["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", "train",
+                                                            created["metadata"]["uid"])
+    pods = wait_until(lambda: len(job_pods(kube, namespace, "train")) == 4
+                      and job_pods(kube, namespace, "train"), what="the Job's 4 pods")
+    wait_until(lambda: _unschedulable(kube, namespace, pods),
+               what="every pod's failed attempt (PodScheduled=False)")
+    assert bound(job_pods(kube, namespace, "train")) == {}
+    message = pod_condition(kube, namespace, pods[0]["metadata"]["name"], "PodScheduled")
+    assert "job-train" in message["message"], message
+
+    make_node("dj-c", cpu="1")
+    wait_until(lambda: len(bound(job_pods(kube, namespace, "train"))) == 4,
+               what="all 4 pods bound")
+
+    kube.delete(f"/apis/batch/v1/namespaces/{namespace}/jobs/train",
+                propagationPolicy="Background")
+    wait_until(lambda: podgroup(kube, namespace, "job-train") is None,
+               what="the derived PodGroup garbage-collected with its Job")
+
+
+def test_parallelism_raised_while_running_starts_the_new_pods_as_one_step(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+) -> None:
+    sched = start_scheduler()
+    make_node("de-a", cpu="2")
+    make_node("de-b", cpu="1")
+    path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    kube.create(path, job("grow", sched.name, parallelism=2, completions=8))
+    first = wait_until(lambda: len(bound(job_pods(kube, namespace, "grow"))) == 2
+                       and bound(job_pods(kube, namespace, "grow")),
+                       what="the first 2 pods bound")
+
+    # Room for one more pod only: the 2 new pods wait together, nobody is evicted.
+    kube.patch(f"{path}/grow", {"spec": {"parallelism": 4}})
+    wait_until(lambda: (podgroup(kube, namespace, "job-grow") or {}).get(
+        "spec", {}).get("minMember") == 4, what="minMember raised to 4")
+    new = wait_until(lambda: [p for p in job_pods(kube, namespace, "grow")
+                              if p["metadata"]["uid"] not in first] or None,
+                     what="the Job's new pods")
+    new = wait_until(lambda: (len(new) == 2 and new) or [
+        p for p in job_pods(kube, namespace, "grow") if p["metadata"]["uid"] not in first],
+        what="both new pods")
+    wait_until(lambda: _unschedulable(kube, namespace, new),
+               what="the new pods' failed attempt (PodScheduled=False)")
+    now = bound(job_pods(kube, namespace, "grow"))
+    assert now == first, f"only the first 2 pods are bound, where they were: {now}"
+
+    make_node("de-c", cpu="1")
+    done = wait_until(lambda: len(bound(job_pods(kube, namespace, "grow"))) == 4
+                      and bound(job_pods(kube, namespace, "grow")), what="all 4 pods bound")
+    assert {uid: done[uid] for uid in first} == first, "a running pod was moved or evicted"
