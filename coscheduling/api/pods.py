@@ -121,6 +121,12 @@ class Pod:
         return self.membership.key
 
     @property
+    def gang_owner(self) -> str:
+        """The controller that owns the pod as its gang sees it (a derived group's workload,
+        else the pod's controller): one owner's pods may not join another's group."""
+        return self.membership.owner or self.owner
+
+    @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 

@@ -12,6 +12,7 @@ import pytest
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.kuberay import RayOperator
+from coscheduling.localcluster.lws import LeaderWorkerSetController
 from coscheduling.localcluster.operators import OperatorProcess, TrainingOperator
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -58,6 +59,23 @@ def start_ray_operator(local_cluster: LocalCluster, compat_crds: None,
                                log=lambda _: None)
         started.append(operator)
         return operator.start()
+
+    yield start
+    _stop_all(started)
+
+
+@pytest.fixture
+def start_lws_controller(local_cluster: LocalCluster,
+                         tmp_path: Path) -> Iterator[Callable[[], LeaderWorkerSetController]]:
+    """`start_lws_controller()`: the real LeaderWorkerSet controller with its webhooks on
+    loopback, stopped (webhooks removed) after."""
+    started: list[OperatorProcess] = []
+
+    def start() -> LeaderWorkerSetController:
+        controller = LeaderWorkerSetController(local_cluster, tmp_path / f"lws-{len(started)}",
+                                               log=lambda _: None)
+        started.append(controller)
+        return controller.start()
 
     yield start
     _stop_all(started)

@@ -1,6 +1,7 @@
 """Groups derived from owners, with the real controllers: kube-controller-manager's Job
-controller makes the pods of a batch/v1 Job that names this scheduler and no group, and the
-scheduler places them as the gang the Job means (its PodGroup derived, owned by the Job).
+controller makes the pods of a batch/v1 Job that names this scheduler and no group, the real
+LeaderWorkerSet controller (built from Go modules) those of a LeaderWorkerSet, and the
+scheduler places them as the gangs the workload means (PodGroups derived, owned by it).
 Nodes are API objects without kubelets: bound pods stay Pending, which is all a gang needs."""
 
 from __future__ import annotations
@@ -120,3 +121,68 @@ def test_parallelism_raised_while_running_starts_the_new_pods_as_one_step(
     done = wait_until(lambda: len(bound(job_pods(kube, namespace, "grow"))) == 4
                       and bound(job_pods(kube, namespace, "grow")), what="all 4 pods bound")
     assert {uid: done[uid] for uid in first} == first, "a running pod was moved or evicted"
+
+
+def leaderworkerset(name: str, scheduler: str, *, replicas: int, size: int,
+                    cpu: str = "1") -> dict[str, Any]:
+    """A LeaderWorkerSet of ``replicas`` groups of ``size`` pods, each asking for ``cpu``."""
+    template = {"spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "serve", "image": "busybox",
+                                         "command": ["sleep", "3600"],
+                                         "resources": {"requests": {"cpu": cpu}}}]}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas,
+                     "leaderWorkerTemplate": {"size": size, "workerTemplate": template}}}
+
+
+def lws_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    answer = kube.get(f"/api/v1/namespaces/{namespace}/pods",
+                      labelSelector=f"leaderworkerset.sigs.k8s.io/name={name}")
+    return list(answer.get("items") or ())
+
+
+def _by_group(pods: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """group index -> the nodes of its bound pods ("" for a pod not bound)."""
+    groups: dict[str, list[str]] = {}
+    for pod in pods:
+        index = pod["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/group-index", "?")
+        groups.setdefault(index, []).append(pod["spec"].get("nodeName") or "")
+    return groups
+
+
+def test_leaderworkerset_replicas_are_gangs_of_their_own(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+    start_lws_controller: Callable[[], Any],
+) -> None:
+    sched = start_scheduler()
+    start_lws_controller()
+    make_node("dl-a", cpu="2")
+    make_node("dl-b", cpu="2")  # room for 4 pods: one replica of 3, not two
+    kube.create(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets",
+                leaderworkerset("serve", sched.name, replicas=2, size=3))
+
+    for index in (0, 1):
+        group = wait_until(lambda i=index: podgroup(kube, namespace, f"lws-serve-{i}"),
+                           what=f"the PodGroup derived for replica {index}")
+        assert group["spec"]["minMember"] == 3
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"
+    wait_until(lambda: len(lws_pods(kube, namespace, "serve")) == 6, what="the 6 pods")
+
+    def one_whole_one_waiting() -> dict[str, list[str]] | None:
+        groups = _by_group(lws_pods(kube, namespace, "serve"))
+        placed = sorted(sum(1 for node in nodes if node) for nodes in groups.values())
+        return groups if placed == [0, 3] else None
+
+    groups = wait_until(one_whole_one_waiting, what="one replica bound whole")
+    waiting = next(i for i, nodes in groups.items() if not any(nodes))
+    waiting_pods = [p for p in lws_pods(kube, namespace, "serve")
+                    if p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+                    == waiting]
+    wait_until(lambda: _unschedulable(kube, namespace, waiting_pods),
+               what="the other replica's failed attempt (PodScheduled=False)")
+    assert one_whole_one_waiting() is not None, "the waiting replica stays whole"
+
+    make_node("dl-c", cpu="2")
+    wait_until(lambda: sorted(sum(1 for n in nodes if n) for nodes in _by_group(
+        lws_pods(kube, namespace, "serve")).values()) == [3, 3], what="both replicas bound")

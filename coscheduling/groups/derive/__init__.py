@@ -52,7 +52,8 @@ def derived_membership(namespace: str, resolution: Resolution) -> Membership:
     if error:
         return Membership(marker=marker, error=f"{error} of {workload.describe()}")
     return Membership(key=gang_key(namespace, member.group), name=member.group, marker=marker,
-                      role=member.role)
+                      role=member.role,
+                      owner=f"{workload.kind}/{workload.name}/{workload.uid}")
 
 
 __all__ = [
