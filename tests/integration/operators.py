@@ -12,7 +12,12 @@ import pytest
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.kuberay import RayOperator
-from coscheduling.localcluster.lws import LeaderWorkerSetController
+from coscheduling.localcluster.workloadcontrollers import (
+    JOBSET,
+    LWS,
+    WorkloadController,
+    WorkloadControllerProcess,
+)
 from coscheduling.localcluster.operators import OperatorProcess, TrainingOperator
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -64,21 +69,34 @@ def start_ray_operator(local_cluster: LocalCluster, compat_crds: None,
     _stop_all(started)
 
 
-@pytest.fixture
-def start_lws_controller(local_cluster: LocalCluster,
-                         tmp_path: Path) -> Iterator[Callable[[], LeaderWorkerSetController]]:
-    """`start_lws_controller()`: the real LeaderWorkerSet controller with its webhooks on
-    loopback, stopped (webhooks removed) after."""
+def _controller_fixture(controller: WorkloadController, local_cluster: LocalCluster,
+                        tmp_path: Path) -> Iterator[Callable[[], WorkloadControllerProcess]]:
     started: list[OperatorProcess] = []
 
-    def start() -> LeaderWorkerSetController:
-        controller = LeaderWorkerSetController(local_cluster, tmp_path / f"lws-{len(started)}",
-                                               log=lambda _: None)
-        started.append(controller)
-        return controller.start()
+    def start() -> WorkloadControllerProcess:
+        process = WorkloadControllerProcess(
+            controller, local_cluster, tmp_path / f"{controller.operator.title}-{len(started)}",
+            log=lambda _: None)
+        started.append(process)
+        return process.start()
 
     yield start
     _stop_all(started)
+
+
+@pytest.fixture
+def start_lws_controller(local_cluster: LocalCluster,
+                         tmp_path: Path) -> Iterator[Callable[[], WorkloadControllerProcess]]:
+    """`start_lws_controller()`: the real LeaderWorkerSet controller with its webhooks on
+    loopback, stopped (webhooks removed) after."""
+    yield from _controller_fixture(LWS, local_cluster, tmp_path)
+
+
+@pytest.fixture
+def start_jobset_controller(local_cluster: LocalCluster,
+                            tmp_path: Path) -> Iterator[Callable[[], WorkloadControllerProcess]]:
+    """`start_jobset_controller()`: the real JobSet controller, as the LWS one."""
+    yield from _controller_fixture(JOBSET, local_cluster, tmp_path)
 
 
 def pytorchjob(name: str, *, workers: int, cpu: str) -> dict[str, Any]:

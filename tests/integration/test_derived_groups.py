@@ -186,3 +186,48 @@ def test_leaderworkerset_replicas_are_gangs_of_their_own(
     make_node("dl-c", cpu="2")
     wait_until(lambda: sorted(sum(1 for n in nodes if n) for nodes in _by_group(
         lws_pods(kube, namespace, "serve")).values()) == [3, 3], what="both replicas bound")
+
+
+def jobset(name: str, scheduler: str, roles: dict[str, int], cpu: str = "1") -> dict[str, Any]:
+    """A JobSet of one replicated job per role, each one Job of ``roles[role]`` pods."""
+    def replicated(role: str, pods: int) -> dict[str, Any]:
+        template = job(role, scheduler, parallelism=pods, cpu=cpu)["spec"]
+        return {"name": role, "replicas": 1, "template": {"spec": {**template,
+                                                                    "backoffLimit": 0}}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name},
+            "spec": {"replicatedJobs": [replicated(r, n) for r, n in roles.items()]}}
+
+
+def jobset_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    answer = kube.get(f"/api/v1/namespaces/{namespace}/pods",
+                      labelSelector=f"jobset.sigs.k8s.io/jobset-name={name}")
+    return list(answer.get("items") or ())
+
+
+def test_jobset_of_a_driver_and_four_workers_is_one_gang(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+    start_jobset_controller: Callable[[], Any],
+) -> None:
+    sched = start_scheduler()
+    start_jobset_controller()
+    make_node("ds-a", cpu="2")
+    make_node("ds-b", cpu="2")  # room for 4 of the 5 pods
+    kube.create(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets",
+                jobset("pt", sched.name, {"driver": 1, "workers": 4}))
+
+    group = wait_until(lambda: podgroup(kube, namespace, "jobset-pt"),
+                       what="the PodGroup derived from the JobSet")
+    assert group["spec"]["minMember"] == 5
+    assert group["spec"]["subGroups"] == [{"name": "driver", "minMember": 1},
+                                          {"name": "workers", "minMember": 4}]
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+    pods = wait_until(lambda: len(jobset_pods(kube, namespace, "pt")) == 5
+                      and jobset_pods(kube, namespace, "pt"), what="the JobSet's 5 pods")
+    wait_until(lambda: _unschedulable(kube, namespace, pods),
+               what="every pod's failed attempt (PodScheduled=False)")
+    assert bound(jobset_pods(kube, namespace, "pt")) == {}
+
+    make_node("ds-c", cpu="1")
+    wait_until(lambda: len(bound(jobset_pods(kube, namespace, "pt"))) == 5,
+               what="all 5 pods bound")
