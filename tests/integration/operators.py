@@ -12,13 +12,13 @@ import pytest
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.kuberay import RayOperator
+from coscheduling.localcluster.operators import OperatorProcess, TrainingOperator
 from coscheduling.localcluster.workloadcontrollers import (
     JOBSET,
     LWS,
     WorkloadController,
     WorkloadControllerProcess,
 )
-from coscheduling.localcluster.operators import OperatorProcess, TrainingOperator
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
