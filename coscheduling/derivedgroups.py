@@ -101,6 +101,10 @@ class DerivedGroups:
         self._applied: dict[str, dict[str, Any]] = {}  # gang key -> object last applied
         self._owned: dict[str, set[str]] = {}  # workload key -> its groups' names
         self._foreign: set[str] = set()  # gang keys of PodGroups someone else made
+        # Counts taken into the scheduler's records before the PodGroup says them: until
+        # an object with them is watched, an older one (a status write's echo) is corrected.
+        self._assumed: dict[str, PodGroup] = {}
+        self._assumed_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="derived-groups", daemon=True)
 
@@ -178,8 +182,30 @@ class DerivedGroups:
         assumed = parse_podgroup(obj)
         assumed.created, assumed.phase = current.created, current.phase
         assumed.occupied_by = current.occupied_by
-        if (assumed.min_member, assumed.subgroups) != (current.min_member, current.subgroups):
+        if _counts(assumed) != _counts(current):
+            with self._assumed_lock:
+                self._assumed[assumed.key] = assumed
             self.assume(current, assumed)
+
+    def corrected(self, record: PodGroup) -> PodGroup:
+        """A watched PodGroup, with the counts assumed for it while it is older than them."""
+        with self._assumed_lock:
+            assumed = self._assumed.get(record.key)
+            if assumed is None:
+                return record
+            if _counts(record) == _counts(assumed):
+                del self._assumed[record.key]  # the written object caught up
+                return record
+        record.min_member, record.subgroups = assumed.min_member, assumed.subgroups
+        return record
+
+    def forget_assumed(self, key: str) -> None:
+        with self._assumed_lock:
+            self._assumed.pop(key, None)
+
+    def group_events(self, inner: Handler[PodGroup]) -> Handler[PodGroup]:
+        """Our PodGroups' watch handler: an echo older than an assumed count is corrected."""
+        return _AssumingGroupEvents(self, inner)
 
     def resync(self) -> None:
         """Every workload looked at again (a new leader writes what a follower did not)."""
@@ -276,6 +302,27 @@ class DerivedGroups:
             self.reporter.object_event(
                 ObjectRef(workload.api_version, workload.kind, workload.namespace,
                           workload.name, workload.uid), "Warning", reason, message)
+
+
+def _counts(group: PodGroup) -> tuple[int, object]:
+    return group.min_member, group.subgroups
+
+
+class _AssumingGroupEvents:
+    """Our PodGroups' events, each corrected by what was assumed for it."""
+
+    def __init__(self, groups: DerivedGroups, inner: Handler[PodGroup]) -> None:
+        self.groups, self.inner = groups, inner
+
+    def on_add(self, record: PodGroup) -> None:
+        self.inner.on_add(self.groups.corrected(record))
+
+    def on_update(self, old: PodGroup, new: PodGroup) -> None:
+        self.inner.on_update(old, self.groups.corrected(new))
+
+    def on_delete(self, record: PodGroup) -> None:
+        self.groups.forget_assumed(record.key)
+        self.inner.on_delete(record)
 
 
 class _DerivingPodEvents:

@@ -310,9 +310,11 @@ class SchedulerService:
         kinds of CRDs (JobSet, LeaderWorkerSet) while they are served."""
         s = self.scheduler
         by_name = {i.name: i for i in self.informers}
-        ours_events = by_name[f"podgroups.{ours.API.group}"].handler
+        ours_informer = by_name[f"podgroups.{ours.API.group}"]
+        ours_events = ours_informer.handler
         derived = DerivedGroups(self.client, self.reporter, self.config.scheduler_names,
                                 s.listers.podgroup, ours_events.on_update, s.active)
+        ours_informer.handler = derived.group_events(ours_events)
         pods = by_name["pods"]
         pods.handler = derived.pod_events(pods.handler)
         derived.informers["Pod"] = pods

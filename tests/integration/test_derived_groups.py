@@ -106,14 +106,16 @@ def test_parallelism_raised_while_running_starts_the_new_pods_as_one_step(
     kube.patch(f"{path}/grow", {"spec": {"parallelism": 4}})
     wait_until(lambda: (podgroup(kube, namespace, "job-grow") or {}).get(
         "spec", {}).get("minMember") == 4, what="minMember raised to 4")
-    new = wait_until(lambda: [p for p in job_pods(kube, namespace, "grow")
-                              if p["metadata"]["uid"] not in first] or None,
-                     what="the Job's new pods")
-    new = wait_until(lambda: (len(new) == 2 and new) or [
-        p for p in job_pods(kube, namespace, "grow") if p["metadata"]["uid"] not in first],
-        what="both new pods")
-    wait_until(lambda: _unschedulable(kube, namespace, new),
-               what="the new pods' failed attempt (PodScheduled=False)")
+    def new_pods() -> list[dict[str, Any]]:
+        return [p for p in job_pods(kube, namespace, "grow") if p["metadata"]["uid"] not in first]
+
+    wait_until(lambda: len(new_pods()) == 2, what="the Job's 2 new pods")
+
+    def settled() -> bool:  # both tried and refused, or (wrongly) one of them bound
+        pods = new_pods()
+        return bool(bound(pods)) or _unschedulable(kube, namespace, pods)
+
+    wait_until(settled, what="the new pods' failed attempt (PodScheduled=False)")
     now = bound(job_pods(kube, namespace, "grow"))
     assert now == first, f"only the first 2 pods are bound, where they were: {now}"
 
