@@ -27,6 +27,7 @@ from coscheduling.cluster.client import ApiError, KubeClient, q
 from coscheduling.cluster.informer import Handler, Informer
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.groups.derive import (
+    DERIVED_FROM_LABEL,
     KINDS,
     DerivedGroup,
     OwnerRef,
@@ -42,8 +43,6 @@ from coscheduling.groups.derive.overrides import derivation_disabled
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "coscheduling-derived-groups"
-DERIVED_FROM_LABEL = f"{GROUP_API}/derived-from"
-"""On a derived PodGroup: the kind of workload it was derived from (``job``, ``jobset``...)."""
 PODGROUPS = f"/apis/{GROUP_API}/{GROUP_VERSION}"
 
 

@@ -39,6 +39,7 @@ from coscheduling.cluster.kubeconfig import (
 )
 from coscheduling.explain import explain
 from coscheduling.groups import APIS, GroupApi
+from coscheduling.groups.derive import DERIVED_FROM_LABEL
 from coscheduling.server.cli import UsageError, channel_for, rpc
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.server import DEFAULT_ADDRESS
@@ -106,10 +107,13 @@ def list_rows(client: KubeClient, namespace: str, now: float) -> list[list[str]]
         record, title = api.parse(obj), api.title.split(" (")[0]
         members = by_gang.pop(record.key, [])
         status = obj.get("status") or {}
+        derived = ((obj.get("metadata") or {}).get("labels") or {}).get(DERIVED_FROM_LABEL)
         rows.append(_row(record.namespace, record.name, title, status.get("phase") or "Pending",
                          members, record.min_member, record.queue,
                          now - record.created if record.created else 0.0,
-                         _why(status, members)))
+                         _why(status, members),
+                         # its pods carry no marker: the scheduler's count of them
+                         placed=int(status.get("scheduled") or 0) if derived else None))
     for key, members in sorted(by_gang.items()):
         if key in label_only:
             ns, _, name = key.partition("/")
@@ -121,8 +125,10 @@ def list_rows(client: KubeClient, namespace: str, now: float) -> list[list[str]]
 
 
 def _row(namespace: str, name: str, kind: str, phase: str, members: list[dict[str, Any]],
-         minimum: int, queue: str, age: float, why: str) -> list[str]:
-    placed = sum(1 for m in members if (m.get("spec") or {}).get("nodeName"))
+         minimum: int, queue: str, age: float, why: str,
+         placed: int | None = None) -> list[str]:
+    if placed is None:
+        placed = sum(1 for m in members if (m.get("spec") or {}).get("nodeName"))
     return [namespace, name, kind, phase, f"{placed}/{minimum}", queue or "-",
             format_duration(round(age)) if age > 0 else "-", why or "-"]
 

@@ -6,10 +6,12 @@ Nodes are API objects without kubelets: bound pods stay Pending, which is all a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.kubectl_gang import list_rows
 from tests.integration.kube import pod_condition, wait_until
 
 StartScheduler = Callable[..., Any]
@@ -83,6 +85,9 @@ def test_job_of_four_on_room_for_three_binds_none_then_all_four(
     make_node("dj-c", cpu="1")
     wait_until(lambda: len(bound(job_pods(kube, namespace, "train"))) == 4,
                what="all 4 pods bound")
+    # `kubectl gang list` shows the derived group with its pods placed.
+    wait_until(lambda: [r[4] for r in list_rows(kube, namespace, time.time())
+                        if r[1] == "job-train"] == ["4/4"], what="kubectl gang list: 4/4")
 
     kube.delete(f"/apis/batch/v1/namespaces/{namespace}/jobs/train",
                 propagationPolicy="Background")

@@ -19,6 +19,7 @@ group. Annotations on the workload override what its controller does not say
 
 from __future__ import annotations
 
+from coscheduling import GROUP_API
 from coscheduling.api.membership import Membership
 from coscheduling.api.podgroups import gang_key
 from coscheduling.groups.derive.model import DerivedGroup, Member, WorkloadKind
@@ -33,6 +34,8 @@ from coscheduling.groups.derive.workload import (
     workload_key,
 )
 
+DERIVED_FROM_LABEL = f"{GROUP_API}/derived-from"
+"""On a derived PodGroup: the kind of workload it was derived from (``job``, ``jobset``...)."""
 DERIVED = "derived"
 """The membership tag of a pod whose owner is not cached yet: it names no group object, so
 the pod waits (and is looked at again when the owner arrives)."""
@@ -58,6 +61,7 @@ def derived_membership(namespace: str, resolution: Resolution) -> Membership:
 
 __all__ = [
     "DERIVED",
+    "DERIVED_FROM_LABEL",
     "KINDS",
     "PLAIN",
     "DerivedGroup",
