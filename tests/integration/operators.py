@@ -11,7 +11,8 @@ import pytest
 
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
-from coscheduling.localcluster.kuberay import RayOperator
+from coscheduling.localcluster.kuberay import BATCH_SCHEDULER, RayOperator
+from coscheduling.localcluster.mpioperator import MpiOperator
 from coscheduling.localcluster.operators import OperatorProcess, TrainingOperator
 from coscheduling.localcluster.workloadcontrollers import (
     JOBSET,
@@ -54,14 +55,15 @@ def start_training_operator(local_cluster: LocalCluster, compat_crds: None,
 
 @pytest.fixture
 def start_ray_operator(local_cluster: LocalCluster, compat_crds: None,
-                       tmp_path: Path) -> Iterator[Callable[[], RayOperator]]:
+                       tmp_path: Path) -> Iterator[Callable[..., RayOperator]]:
     """`start_ray_operator()`: a running KubeRay ray-operator (scheduler-plugins path; the
-    x-k8s PodGroup CRD from crd/compat/ is applied first), stopped after."""
+    x-k8s PodGroup CRD from crd/compat/ is applied first), stopped after;
+    `start_ray_operator(None)`: one without a batch scheduler."""
     started: list[OperatorProcess] = []
 
-    def start() -> RayOperator:
+    def start(batch_scheduler: str | None = BATCH_SCHEDULER) -> RayOperator:
         operator = RayOperator(local_cluster, tmp_path / f"ray-{len(started)}",
-                               log=lambda _: None)
+                               log=lambda _: None, batch_scheduler=batch_scheduler)
         started.append(operator)
         return operator.start()
 
@@ -97,6 +99,23 @@ def start_jobset_controller(local_cluster: LocalCluster,
                             tmp_path: Path) -> Iterator[Callable[[], WorkloadControllerProcess]]:
     """`start_jobset_controller()`: the real JobSet controller, as the LWS one."""
     yield from _controller_fixture(JOBSET, local_cluster, tmp_path)
+
+
+@pytest.fixture
+def start_mpi_operator(local_cluster: LocalCluster,
+                       tmp_path: Path) -> Iterator[Callable[[], MpiOperator]]:
+    """`start_mpi_operator()`: the real MPI operator (no gang-scheduling flag), stopped
+    after."""
+    started: list[OperatorProcess] = []
+
+    def start() -> MpiOperator:
+        operator = MpiOperator(local_cluster, tmp_path / f"mpi-{len(started)}",
+                               log=lambda _: None)
+        started.append(operator)
+        return operator.start()
+
+    yield start
+    _stop_all(started)
 
 
 def pytorchjob(name: str, *, workers: int, cpu: str) -> dict[str, Any]:

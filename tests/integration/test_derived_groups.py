@@ -238,3 +238,93 @@ def test_jobset_of_a_driver_and_four_workers_is_one_gang(
     make_node("ds-c", cpu="1")
     wait_until(lambda: len(bound(jobset_pods(kube, namespace, "pt"))) == 5,
                what="all 5 pods bound")
+
+
+def mpijob(name: str, scheduler: str, *, workers: int, cpu: str = "1") -> dict[str, Any]:
+    """An MPIJob v2beta1 of one launcher and ``workers`` workers, each asking for ``cpu``."""
+    def replicas(count: int, command: list[str]) -> dict[str, Any]:
+        return {"replicas": count, "template": {"spec": {
+            "schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "mpi", "image": "busybox", "command": command,
+                            "resources": {"requests": {"cpu": cpu}}}]}}}
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
+            "spec": {"slotsPerWorker": 1, "runPolicy": {"cleanPodPolicy": "Running"},
+                     "mpiReplicaSpecs": {"Launcher": replicas(1, ["mpirun", "true"]),
+                                         "Worker": replicas(workers, ["sleep", "3600"])}}}
+
+
+def mpi_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    answer = kube.get(f"/api/v1/namespaces/{namespace}/pods",
+                      labelSelector=f"training.kubeflow.org/job-name={name}")
+    return list(answer.get("items") or ())
+
+
+def test_mpijob_launcher_and_workers_are_one_gang(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+    start_mpi_operator: Callable[[], Any],
+) -> None:
+    sched = start_scheduler()
+    start_mpi_operator()
+    make_node("dm-a", cpu="2")  # room for 2 of the 3 pods
+    kube.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs",
+                mpijob("pi", sched.name, workers=2))
+
+    group = wait_until(lambda: podgroup(kube, namespace, "mpijob-pi"),
+                       what="the PodGroup derived from the MPIJob")
+    assert group["spec"]["subGroups"] == [{"name": "launcher", "minMember": 1},
+                                          {"name": "worker", "minMember": 2}]
+    pods = wait_until(lambda: len(mpi_pods(kube, namespace, "pi")) == 3
+                      and mpi_pods(kube, namespace, "pi"), what="the launcher and 2 workers")
+    wait_until(lambda: _unschedulable(kube, namespace, pods),
+               what="every pod's failed attempt (PodScheduled=False)")
+    assert bound(mpi_pods(kube, namespace, "pi")) == {}
+
+    make_node("dm-b", cpu="1")
+    wait_until(lambda: len(bound(mpi_pods(kube, namespace, "pi"))) == 3,
+               what="all 3 pods bound")
+
+
+def ray_cluster(name: str, scheduler: str, *, workers: int, cpu: str = "1") -> dict[str, Any]:
+    """A RayCluster of a head and a worker group of ``workers`` (all of them its minimum),
+    without KubeRay's gang label: the gang is derived."""
+    def template(container: str) -> dict[str, Any]:
+        return {"spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": container, "image": "rayproject/ray:2.46.0",
+                                         "resources": {"requests": {"cpu": cpu}}}]}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": template("head")},
+                     "workerGroupSpecs": [{
+                         "groupName": "workers", "replicas": workers, "minReplicas": workers,
+                         "maxReplicas": workers, "rayStartParams": {},
+                         "template": template("worker")}]}}
+
+
+def ray_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    answer = kube.get(f"/api/v1/namespaces/{namespace}/pods",
+                      labelSelector=f"ray.io/cluster={name}")
+    return list(answer.get("items") or ())
+
+
+def test_raycluster_without_the_batch_scheduler_flag_is_one_gang(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+    start_ray_operator: Callable[..., Any],
+) -> None:
+    sched = start_scheduler()
+    start_ray_operator(None)
+    make_node("dr-a", cpu="2")  # room for 2 of the 3 pods
+    kube.create(f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
+                ray_cluster("ray", sched.name, workers=2))
+
+    group = wait_until(lambda: podgroup(kube, namespace, "raycluster-ray"),
+                       what="the PodGroup derived from the RayCluster")
+    assert group["spec"]["subGroups"] == [{"name": "headgroup", "minMember": 1},
+                                          {"name": "workers", "minMember": 2}]
+    pods = wait_until(lambda: len(ray_pods(kube, namespace, "ray")) == 3
+                      and ray_pods(kube, namespace, "ray"), what="the head and 2 workers")
+    wait_until(lambda: _unschedulable(kube, namespace, pods),
+               what="every pod's failed attempt (PodScheduled=False)")
+    assert bound(ray_pods(kube, namespace, "ray")) == {}
+
+    make_node("dr-b", cpu="1")
+    wait_until(lambda: len(bound(ray_pods(kube, namespace, "ray"))) == 3,
+               what="all 3 pods bound")

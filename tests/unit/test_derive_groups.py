@@ -14,6 +14,8 @@ from coscheduling.groups.derive import (
     job,
     jobset,
     lws,
+    mpijob,
+    ray,
     read_workload,
     resolve,
     workload_key,
@@ -147,3 +149,46 @@ def test_a_malformed_override_refuses_the_pods_naming_the_annotation() -> None:
         "ns", _ref(workload), {}, lambda kind, ns, name: workload))
     assert found.key == ""
     assert found.error.startswith(f"metadata.annotations[{ANNOTATION}min-member]")
+
+
+@pytest.mark.parametrize(("policy", "subgroups", "launcher_joins"), [
+    ("AtStartup", [{"name": "launcher", "minMember": 1}, {"name": "worker", "minMember": 2}],
+     True),
+    # The operator makes the launcher once the workers are ready: a gang that waited for it
+    # would never start, so it is a plain pod.
+    ("WaitForWorkersReady", [{"name": "worker", "minMember": 2}], False),
+])
+def test_mpijob_launcher_and_workers(policy: str, subgroups: list[dict[str, Any]],
+                                     launcher_joins: bool) -> None:
+    workload = read_workload({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": "pi", "namespace": "ns"},
+        "spec": {"launcherCreationPolicy": policy, "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1}, "Worker": {"replicas": 2}}}})
+    [group] = mpijob.groups(workload)
+    assert group.spec == {"minMember": sum(s["minMember"] for s in subgroups),
+                          "subGroups": subgroups}
+    launcher = mpijob.member_of(workload, {mpijob.ROLE_LABEL: "launcher"})
+    assert (launcher is not None) == launcher_joins
+    worker = mpijob.member_of(workload, {mpijob.ROLE_LABEL: "worker"})
+    assert worker is not None and (worker.group, worker.role) == ("mpijob-pi", "worker")
+
+
+@pytest.mark.parametrize(("kind", "spec", "name"), [
+    ("RayCluster", {"workerGroupSpecs": [
+        {"groupName": "cpu", "minReplicas": 2, "replicas": 4},
+        {"groupName": "gpu", "minReplicas": 0, "replicas": 1},  # no minimum: not in the gang
+        {"groupName": "off", "minReplicas": 3, "suspend": True}]}, "raycluster-r"),
+    ("RayJob", {"rayClusterSpec": {"workerGroupSpecs": [
+        {"groupName": "cpu", "minReplicas": 2}]}}, "rayjob-r"),
+])
+def test_ray_head_and_the_worker_groups_minimums(kind: str, spec: dict[str, Any],
+                                                 name: str) -> None:
+    workload = read_workload({"apiVersion": "ray.io/v1", "kind": kind,
+                              "metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
+    [group] = ray.groups(workload)
+    assert (group.name, group.spec) == (name, {"minMember": 3, "subGroups": [
+        {"name": "headgroup", "minMember": 1}, {"name": "cpu", "minMember": 2}]})
+    head = ray.member_of(workload, {ray.GROUP_LABEL: "headgroup"})
+    assert head is not None and (head.group, head.role) == (name, "headgroup")
+    assert ray.member_of(workload, {}) is None  # a RayJob's submitter pod

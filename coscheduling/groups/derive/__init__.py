@@ -8,13 +8,15 @@ cached objects) to its workload, and joins the group that workload's controller 
   job      batch/v1 Job: the pods it runs at once (parallelism, fewer completions left)
   jobset   JobSet: the whole set, one subgroup per replicated job
   lws      LeaderWorkerSet: each group of ``size`` pods (leader + workers) its own gang
+  mpijob   MPIJob v2: the launcher and its workers, a subgroup per role
+  ray      RayCluster, RayJob (no batch-scheduler flag): the head and the workers' minimums
 
 Each derived group is a real PodGroup of ours named after the workload (``job-<name>``,
-``jobset-<name>``, ``lws-<name>-<index>``), owned by it (garbage-collected with it) and kept
-in step with it by the scheduler's leader: users see it with ``kubectl get`` and ``kubectl
-gang list``, its status says why it waits, and every replica of the scheduler reads the same
-group. Annotations on the workload override what its controller does not say
-(:mod:`.overrides`).
+``jobset-<name>``, ``lws-<name>-<index>``, ``mpijob-<name>``, ``raycluster-<name>``), owned by it
+(garbage-collected with it) and kept in step with it by the scheduler's leader: users see
+it with ``kubectl get`` and ``kubectl gang list``, its status says why it waits, and every
+replica of the scheduler reads the same group. Annotations on the workload override what
+its controller does not say (:mod:`.overrides`).
 """
 
 from __future__ import annotations

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coscheduling.groups.derive import job, jobset, lws
+from coscheduling.groups.derive import job, jobset, lws, mpijob, ray
 from coscheduling.groups.derive.model import Member, WorkloadKind
 from coscheduling.groups.derive.workload import OwnerRef, Workload, workload_key
 
-KINDS: tuple[WorkloadKind, ...] = (job.KIND, jobset.KIND, lws.KIND)
+KINDS: tuple[WorkloadKind, ...] = (job.KIND, jobset.KIND, lws.KIND, mpijob.KIND,
+                                    ray.RAY_CLUSTER, ray.RAY_JOB)
 # Objects between a pod and its workload, walked through but never a gang themselves.
 PASS_THROUGH = {"StatefulSet": "apps", "Pod": ""}
 MAX_DEPTH = 8
