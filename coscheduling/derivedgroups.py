@@ -56,7 +56,7 @@ def _owner_of_pod(pod: Pod) -> OwnerRef | None:
 def asks_for(workload: Workload, kind: WorkloadKind, names: Collection[str]) -> bool:
     """Whether a workload's pods ask for this scheduler without naming a group of their
     own, and the workload has not opted out: only then is a group derived for it."""
-    if derivation_disabled(workload.annotations):
+    if derivation_disabled(workload.annotations) or not kind.gang(workload):
         return False
     for template in kind.templates(workload):
         meta, spec = template.get("metadata") or {}, template.get("spec") or {}

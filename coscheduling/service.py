@@ -306,8 +306,8 @@ class SchedulerService:
 
     def _derived_groups(self) -> tuple[DerivedGroups, GroupDiscovery[WorkloadKind]]:
         """Groups derived from owners (coscheduling.derivedgroups): the pods watch derives
-        every pod first; Jobs and StatefulSets are watched from the start, the workload
-        kinds of CRDs (JobSet, LeaderWorkerSet) while they are served."""
+        every pod first; Jobs and ReplicaSets are watched from the start, the other
+        workload kinds while they are served (those of CRDs once installed)."""
         s = self.scheduler
         by_name = {i.name: i for i in self.informers}
         ours_informer = by_name[f"podgroups.{ours.API.group}"]
@@ -319,7 +319,7 @@ class SchedulerService:
         pods.handler = derived.pod_events(pods.handler)
         derived.informers["Pod"] = pods
         built_in = [self._workload_informer(derived, derive_job.KIND),
-                    self._workload_informer(derived, None)]
+                    self._workload_informer(derived, None)]  # ReplicaSets
         position = self.informers.index(pods)
         self.informers[position:position] = built_in
         return derived, GroupDiscovery(
@@ -328,9 +328,9 @@ class SchedulerService:
 
     def _workload_informer(self, derived: DerivedGroups,
                            kind: WorkloadKind | None) -> Informer[Workload]:
-        """A watch of one workload kind (None: StatefulSets, walked through only)."""
+        """A watch of one workload kind (None: ReplicaSets, walked through only)."""
         api_version, name, plural = ((kind.api_version, kind.kind, kind.plural) if kind
-                                     else ("apps/v1", "StatefulSet", "statefulsets"))
+                                     else ("apps/v1", "ReplicaSet", "replicasets"))
         informer = Informer[Workload](
             self.client, f"/apis/{api_version}/{plural}", reader(api_version, name),
             lambda w: w.key, derived.workload_events(kind), name=plural,

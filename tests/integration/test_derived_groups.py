@@ -328,3 +328,46 @@ def test_raycluster_without_the_batch_scheduler_flag_is_one_gang(
     make_node("dr-b", cpu="1")
     wait_until(lambda: len(bound(ray_pods(kube, namespace, "ray"))) == 3,
                what="all 3 pods bound")
+
+
+def deployment(name: str, scheduler: str, *, replicas: int, opted_in: bool,
+               cpu: str = "1") -> dict[str, Any]:
+    annotations = {"batch.scheduler.tencent.com/derive-group": "true"} if opted_in else {}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                         "schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "serve", "image": "busybox",
+                                         "resources": {"requests": {"cpu": cpu}}}]}}}}
+
+
+def app_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    answer = kube.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"app={name}")
+    return list(answer.get("items") or ())
+
+
+def test_deployment_is_a_gang_only_when_annotated(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+) -> None:
+    sched = start_scheduler()
+    make_node("dd-a", cpu="2")  # room for 2 pods
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    kube.create(path, deployment("plain", sched.name, replicas=1, opted_in=False))
+    wait_until(lambda: len(bound(app_pods(kube, namespace, "plain"))) == 1,
+               what="the plain Deployment's pod bound on its own")
+    assert podgroup(kube, namespace, "deployment-plain") is None
+
+    kube.create(path, deployment("web", sched.name, replicas=3, opted_in=True))
+    group = wait_until(lambda: podgroup(kube, namespace, "deployment-web"),
+                       what="the PodGroup derived from the annotated Deployment")
+    assert group["spec"]["minMember"] == 3
+    pods = wait_until(lambda: len(app_pods(kube, namespace, "web")) == 3
+                      and app_pods(kube, namespace, "web"), what="its 3 pods")
+    wait_until(lambda: _unschedulable(kube, namespace, pods),
+               what="every pod's failed attempt (PodScheduled=False)")
+    assert bound(app_pods(kube, namespace, "web")) == {}
+
+    make_node("dd-b", cpu="2")
+    wait_until(lambda: len(bound(app_pods(kube, namespace, "web"))) == 3,
+               what="all 3 pods bound")

@@ -118,9 +118,14 @@ JOBSET_JOB = _object("batch/v1", "Job", "pt-workers-0", _ref(JOBSET))
 CRON = _object("batch/v1", "CronJob", "nightly")
 CRON_JOB = _object("batch/v1", "Job", "nightly-1", _ref(CRON))
 PLAIN_STS = _object("apps/v1", "StatefulSet", "db")
+OPTED_IN = {ANNOTATION + "derive-group": "true"}
+GANG_STS = Workload("apps/v1", "StatefulSet", "ns", "db2", "uid-db2", annotations=OPTED_IN)
+PLAIN_RS = _object("apps/v1", "ReplicaSet", "web-1")
+DEPLOYMENT = Workload("apps/v1", "Deployment", "ns", "web", "uid-web", annotations=OPTED_IN)
+DEPLOYMENT_RS = _object("apps/v1", "ReplicaSet", "web-2", _ref(DEPLOYMENT))
 CACHE = {workload_key(w.kind, w.namespace, w.name): w
          for w in (LWS, LEADER_STS, LEADER, WORKER_STS, JOBSET, JOBSET_JOB, CRON, CRON_JOB,
-                   PLAIN_STS)}
+                   PLAIN_STS, GANG_STS, PLAIN_RS, DEPLOYMENT, DEPLOYMENT_RS)}
 
 
 @pytest.mark.parametrize(("owner", "labels", "key", "role"), [
@@ -128,8 +133,11 @@ CACHE = {workload_key(w.kind, w.namespace, w.name): w
     (_ref(LEADER_STS), {lws.GROUP_INDEX_LABEL: "1"}, "ns/lws-serve-1", ""),  # its leader
     (_ref(JOBSET_JOB), {jobset.REPLICATED_JOB_LABEL: "workers"}, "ns/jobset-pt", "workers"),
     (_ref(CRON_JOB), {}, "ns/job-nightly-1", ""),  # each run of a CronJob is its own gang
-    (_ref(PLAIN_STS), {}, "", ""),  # no workload of a known kind: a plain pod
-    (OwnerRef("apps/v1", "ReplicaSet", "web-1", "u"), {}, "", ""),
+    (_ref(PLAIN_STS), {}, "", ""),  # a StatefulSet that did not opt in: a plain pod
+    (_ref(GANG_STS), {}, "ns/statefulset-db2", ""),  # one that did
+    (_ref(PLAIN_RS), {}, "", ""),  # a ReplicaSet of no Deployment
+    (_ref(DEPLOYMENT_RS), {}, "ns/deployment-web", ""),  # an opted-in Deployment's
+    (OwnerRef("apps/v1", "DaemonSet", "agent", "u"), {}, "", ""),  # a kind never derived
     (None, {}, "", ""),
     (OwnerRef("batch/v1", "Job", "not-seen", "u"), {},
      f"ns/Job/ns/not-seen@{DERIVED}", ""),  # waits for its owner

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coscheduling.groups.derive.overrides import read_overrides
+from coscheduling.groups.derive.overrides import opted_in, read_overrides
 from coscheduling.groups.derive.workload import Json, Workload
 
 
@@ -39,6 +39,13 @@ class WorkloadKind:
     groups: Callable[[Workload], list[DerivedGroup]]
     member_of: Callable[[Workload, dict[str, str]], Member | None]
     templates: Callable[[Workload], list[Json]]  # its pod templates
+    # A gang only when annotated derive-group "true" (else walked through, as a
+    # LeaderWorkerSet's StatefulSet is).
+    opt_in: bool = False
+
+    def gang(self, workload: Workload) -> bool:
+        """Whether this object of the kind is a gang (opted in, when it must be)."""
+        return not self.opt_in or opted_in(workload.annotations)
 
     @property
     def group(self) -> str:

@@ -29,7 +29,8 @@ PRIORITY_CLASS = f"{GROUP_API}/priority-class"
 TOPOLOGY = f"{GROUP_API}/topology"  # node label keys, narrowest first, comma-separated
 TOPOLOGY_MODE = f"{GROUP_API}/topology-mode"  # Required (default) or Preferred
 MAX_SCHEDULE_TIME = f"{GROUP_API}/max-schedule-time"  # a duration such as 5m
-DERIVE = f"{GROUP_API}/derive-group"  # "false": no derived group for this workload
+# "false": no derived group for this workload; "true": one for a Deployment or StatefulSet.
+DERIVE = f"{GROUP_API}/derive-group"
 ANNOTATIONS = (MIN_MEMBER, QUEUE, PRIORITY_CLASS, TOPOLOGY, TOPOLOGY_MODE, MAX_SCHEDULE_TIME,
                DERIVE)
 
@@ -102,3 +103,8 @@ def _read_topology(annotations: dict[str, str], spec: dict[str, Any],
 def derivation_disabled(annotations: dict[str, str]) -> bool:
     """The workload asked for no derived group (its pods are then plain pods)."""
     return annotations.get(DERIVE, "").strip().lower() == "false"
+
+
+def opted_in(annotations: dict[str, str]) -> bool:
+    """A Deployment or StatefulSet asked to be a gang of its replicas."""
+    return annotations.get(DERIVE, "").strip().lower() == "true"

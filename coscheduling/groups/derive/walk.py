@@ -1,6 +1,7 @@
 """From a pod to the workload its group is derived from: up the controller owner
 references, through the objects the informers keep (never an API read per pod), to the
-topmost owner that is a workload of a known kind. A Job owned by a JobSet is the JobSet's;
+topmost owner that is a workload of a known kind (a Deployment or StatefulSet only when it
+opted in, through its ReplicaSet for a Deployment). A Job owned by a JobSet is the JobSet's;
 a Job owned by a CronJob (or anything unknown) is its own gang; a LeaderWorkerSet's worker
 pod goes through its worker StatefulSet and the group's leader pod to the leader's
 StatefulSet and the LeaderWorkerSet."""
@@ -10,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coscheduling.groups.derive import job, jobset, lws, mpijob, ray
+from coscheduling.groups.derive import job, jobset, lws, mpijob, ray, replicas
 from coscheduling.groups.derive.model import Member, WorkloadKind
 from coscheduling.groups.derive.workload import OwnerRef, Workload, workload_key
 
 KINDS: tuple[WorkloadKind, ...] = (job.KIND, jobset.KIND, lws.KIND, mpijob.KIND,
-                                    ray.RAY_CLUSTER, ray.RAY_JOB)
+                                    ray.RAY_CLUSTER, ray.RAY_JOB, replicas.DEPLOYMENT,
+                                    replicas.STATEFUL_SET)
 # Objects between a pod and its workload, walked through but never a gang themselves.
-PASS_THROUGH = {"StatefulSet": "apps", "Pod": ""}
+PASS_THROUGH = {"ReplicaSet": "apps", "Pod": ""}
 MAX_DEPTH = 8
 """Owner chains are short (an LWS worker pod's is the longest, 4); a cycle stops here."""
 
@@ -66,7 +68,7 @@ def resolve(namespace: str, owner: OwnerRef | None, labels: dict[str, str],
         found = lookup(ref.kind, namespace, ref.name)
         if found is None or (ref.uid and found.uid and found.uid != ref.uid):
             return Resolution(waiting_for=workload_key(ref.kind, namespace, ref.name))
-        if kind is not None:
+        if kind is not None and kind.gang(found):
             top = (found, kind)
         ref = found.owner
     if top is None:
