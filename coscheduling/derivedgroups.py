@@ -27,6 +27,7 @@ from coscheduling.cluster.client import ApiError, KubeClient, q
 from coscheduling.cluster.informer import Handler, Informer
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.groups.derive import (
+    DERIVED,
     DERIVED_FROM_LABEL,
     KINDS,
     DerivedGroup,
@@ -142,6 +143,20 @@ class DerivedGroups:
     def workload_events(self, kind: WorkloadKind | None) -> Handler[Workload]:
         return _WorkloadEvents(self, kind)
 
+    def stop_waiting(self, pod: Pod) -> None:
+        """A pod gone while it waited for its owner is not looked at again."""
+        if pod.membership.tag == DERIVED:
+            waiting = self._waiting.get(pod.membership.name)
+            if waiting is not None:
+                waiting.discard(pod.key)
+                if not waiting:
+                    del self._waiting[pod.membership.name]
+
+    def workload_deleted(self, workload: Workload) -> None:
+        """Its PodGroups go with it (garbage collection): forget what was applied."""
+        for name in self._owned.pop(workload.key, set()):
+            self._applied.pop(gang_key(workload.namespace, name), None)
+
     def owner_arrived(self, key: str) -> None:
         """Pods that waited for this owner are derived again and handed on as updated."""
         with self._lock:
@@ -233,12 +248,22 @@ class DerivedGroups:
                 try:
                     self._reconcile(key)
                 except ApiError as err:
-                    log.warning("derived groups of %s: %s; retried", key, err)
-                    with self._wake:
-                        self._dirty.add(key)
-                    self._stop.wait(1.0)
+                    self._failed(key, err)
                 except Exception:  # a bug must not end the reconciler
                     log.exception("derived groups of %s", key)
+
+    def _failed(self, key: str, err: ApiError) -> None:
+        """A refused group (invalid, forbidden) is reported on its workload until the
+        workload changes; anything else is retried."""
+        kind, namespace, name = key.split("/", 2)
+        workload = self.lookup(kind, namespace, name)
+        if err.status in (400, 403, 422) and workload is not None:
+            self._warn(workload, "DerivedGroupRefused", f"its PodGroup was refused: {err}")
+            return
+        log.warning("derived groups of %s: %s; retried", key, err)
+        with self._wake:
+            self._dirty.add(key)
+        self._stop.wait(1.0)
 
     def _reconcile(self, key: str) -> None:
         kind_name, namespace, name = key.split("/", 2)
@@ -343,6 +368,7 @@ class _DerivingPodEvents:
 
     def on_delete(self, record: Pod) -> None:
         with self.groups._lock:
+            self.groups.stop_waiting(record)
             self.inner.on_delete(record)
 
 
@@ -363,4 +389,4 @@ class _WorkloadEvents:
             self.groups.workload_changed(new, self.kind)
 
     def on_delete(self, record: Workload) -> None:
-        return
+        self.groups.workload_deleted(record)

@@ -371,3 +371,22 @@ def test_deployment_is_a_gang_only_when_annotated(
     make_node("dd-b", cpu="2")
     wait_until(lambda: len(bound(app_pods(kube, namespace, "web"))) == 3,
                what="all 3 pods bound")
+
+
+def test_a_malformed_override_refuses_the_jobs_pods_naming_the_annotation(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+) -> None:
+    sched = start_scheduler()
+    make_node("do-a", cpu="4")
+    kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job(
+        "bad", sched.name, parallelism=2,
+        annotations={"batch.scheduler.tencent.com/min-member": "many"}))
+    pods = wait_until(lambda: len(job_pods(kube, namespace, "bad")) == 2
+                      and job_pods(kube, namespace, "bad"), what="the Job's 2 pods")
+    expected = ("metadata.annotations[batch.scheduler.tencent.com/min-member]: must be an "
+                "integer >= 1, got 'many' of Job")
+    wait_until(lambda: all(expected in pod_condition(kube, namespace, p["metadata"]["name"],
+                                                     "PodScheduled").get("message", "")
+                           for p in pods), what="both pods refused, naming the annotation")
+    assert bound(job_pods(kube, namespace, "bad")) == {}
+    assert podgroup(kube, namespace, "job-bad") is None
