@@ -176,12 +176,12 @@ def _install(go: str, operator: GoOperator, build: OperatorBuild, log: Log) -> N
         scratch = Path(tmp)
         staged = scratch / "out"
         env = {**os.environ, "CGO_ENABLED": "0", "GOBIN": str(staged), "GO111MODULE": "on"}
+        if not operator.in_module:
+            _go(go, ["install", "-ldflags=-s -w", target], env, scratch)
         module = json.loads(_go(go, ["mod", "download", "-json",
                                      f"{operator.module}@v{operator.version}"], env, scratch))
         if operator.in_module:
             _build_in_module(go, Path(module["Dir"]), operator, staged, env, scratch)
-        else:
-            _go(go, ["install", "-ldflags=-s -w", target], env, scratch)
         shutil.copytree(Path(module["Dir"]) / operator.crd_source, staged / "crds")
         (staged / "crds").chmod(0o755)  # the module cache is read-only
         for manifest in (staged / "crds").iterdir():
