@@ -140,6 +140,11 @@ class DerivedGroups:
         self._pod_handler = inner
         return _DerivingPodEvents(self, inner)
 
+    def finished_pod_events(self, inner: Handler[Pod]) -> Handler[Pod]:
+        """A watch of terminal pods: each derived too, so the gang's counts of succeeded
+        and failed members (and its phase) include a workload's finished pods."""
+        return _DerivingPodEvents(self, inner, redeliver=False)
+
     def workload_events(self, kind: WorkloadKind | None) -> Handler[Workload]:
         return _WorkloadEvents(self, kind)
 
@@ -353,14 +358,16 @@ class _DerivingPodEvents:
     """The pods watch's events, each pod derived first (one delivery at a time, as the
     re-derived pods of an arriving owner come from another watch's thread)."""
 
-    def __init__(self, groups: DerivedGroups, inner: Handler[Pod]) -> None:
+    def __init__(self, groups: DerivedGroups, inner: Handler[Pod], *,
+                 redeliver: bool = True) -> None:
         self.groups, self.inner = groups, inner
+        self.redeliver = redeliver  # the main pods watch: pods waiting for a pod owner
 
     def on_add(self, record: Pod) -> None:
         with self.groups._lock:
             self.inner.on_add(self.groups.derive(record))
-            # A LeaderWorkerSet's leader pod owns its workers' StatefulSet.
-            self.groups.owner_arrived(workload_key("Pod", record.namespace, record.name))
+            if self.redeliver:  # a LeaderWorkerSet's leader pod owns its workers' StatefulSet
+                self.groups.owner_arrived(workload_key("Pod", record.namespace, record.name))
 
     def on_update(self, old: Pod, new: Pod) -> None:
         with self.groups._lock:

@@ -317,6 +317,8 @@ class SchedulerService:
         ours_informer.handler = derived.group_events(ours_events)
         pods = by_name["pods"]
         pods.handler = derived.pod_events(pods.handler)
+        for finished in (i for i in self.informers if i.name.startswith("pods-")):
+            finished.handler = derived.finished_pod_events(finished.handler)
         derived.informers["Pod"] = pods
         built_in = [self._workload_informer(derived, derive_job.KIND),
                     self._workload_informer(derived, None)]  # ReplicaSets

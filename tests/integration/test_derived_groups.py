@@ -89,6 +89,15 @@ def test_job_of_four_on_room_for_three_binds_none_then_all_four(
     wait_until(lambda: [r[4] for r in list_rows(kube, namespace, time.time())
                         if r[1] == "job-train"] == ["4/4"], what="kubectl gang list: 4/4")
 
+    # No kubelet: the pods' success is written here, as a kubelet would report it.
+    for pod in job_pods(kube, namespace, "train"):
+        kube.patch(f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status",
+                   {"status": {"phase": "Succeeded"}})
+    finished = wait_until(lambda: (podgroup(kube, namespace, "job-train") or {}).get(
+        "status", {}).get("succeeded") == 4 and podgroup(kube, namespace, "job-train"),
+        what="the derived PodGroup counting its 4 succeeded members")
+    assert finished["status"]["phase"] == "Finished", finished["status"]
+
     kube.delete(f"/apis/batch/v1/namespaces/{namespace}/jobs/train",
                 propagationPolicy="Background")
     wait_until(lambda: podgroup(kube, namespace, "job-train") is None,
