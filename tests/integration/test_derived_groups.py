@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coscheduling.cluster.client import ApiError, KubeClient
+from coscheduling.explain import explain
 from coscheduling.kubectl_gang import list_rows
 from tests.integration.kube import pod_condition, wait_until
 
@@ -81,6 +82,8 @@ def test_job_of_four_on_room_for_three_binds_none_then_all_four(
     assert bound(job_pods(kube, namespace, "train")) == {}
     message = pod_condition(kube, namespace, pods[0]["metadata"]["name"], "PodScheduled")
     assert "job-train" in message["message"], message
+    why = explain(kube, namespace, "job-train")  # `coscheduling explain`: the members too
+    assert all(p["metadata"]["name"] in why for p in pods), why
 
     make_node("dj-c", cpu="1")
     wait_until(lambda: len(bound(job_pods(kube, namespace, "train"))) == 4,
