@@ -48,10 +48,10 @@ PODGROUPS = f"/apis/{GROUP_API}/{GROUP_VERSION}"
 
 
 def _owner_of_pod(pod: Pod) -> OwnerRef | None:
-    """The pod's controller, from its record's ``Kind/name/uid`` (no API version kept)."""
+    """The pod's controller, from its record's ``Kind/name/uid`` and API version."""
     kind, _, rest = pod.owner.partition("/")
     name, _, uid = rest.partition("/")
-    return OwnerRef("", kind, name, uid) if kind and name else None
+    return OwnerRef(pod.owner_api_version, kind, name, uid) if kind and name else None
 
 
 def asks_for(workload: Workload, kind: WorkloadKind, names: Collection[str]) -> bool:

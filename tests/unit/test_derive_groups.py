@@ -138,6 +138,7 @@ CACHE = {workload_key(w.kind, w.namespace, w.name): w
     (_ref(PLAIN_RS), {}, "", ""),  # a ReplicaSet of no Deployment
     (_ref(DEPLOYMENT_RS), {}, "ns/deployment-web", ""),  # an opted-in Deployment's
     (OwnerRef("apps/v1", "DaemonSet", "agent", "u"), {}, "", ""),  # a kind never derived
+    (OwnerRef("batch.volcano.sh/v1alpha1", "Job", "vj", "u"), {}, "", ""),  # not batch/v1
     (None, {}, "", ""),
     (OwnerRef("batch/v1", "Job", "not-seen", "u"), {},
      f"ns/Job/ns/not-seen@{DERIVED}", ""),  # waits for its owner
