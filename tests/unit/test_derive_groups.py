@@ -201,3 +201,24 @@ def test_ray_head_and_the_worker_groups_minimums(kind: str, spec: dict[str, Any]
     head = ray.member_of(workload, {ray.GROUP_LABEL: "headgroup"})
     assert head is not None and (head.group, head.role) == (name, "headgroup")
     assert ray.member_of(workload, {}) is None  # a RayJob's submitter pod
+
+
+def test_jobset_subgroup_per_replica_when_annotated() -> None:
+    workload = read_workload({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "pt", "namespace": "ns",
+                     "annotations": {ANNOTATION + "subgroup-per": "replica"}},
+        "spec": {"replicatedJobs": [{"name": "slice", "replicas": 2, "template": {
+            "spec": {"parallelism": 4, "completions": 4}}}]}})
+    [group] = jobset.groups(workload)
+    assert group.spec == {"minMember": 8, "subGroups": [
+        {"name": "slice-0", "minMember": 4}, {"name": "slice-1", "minMember": 4}]}
+    member = jobset.member_of(workload, {jobset.REPLICATED_JOB_LABEL: "slice",
+                                         jobset.JOB_INDEX_LABEL: "1"})
+    assert member is not None and member.role == "slice-1"
+    bad = read_workload({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                         "metadata": {"name": "pt", "namespace": "ns", "annotations": {
+                             ANNOTATION + "subgroup-per": "pod"}}, "spec": {}})
+    assert jobset.groups(bad)[0].errors == (
+        f"metadata.annotations[{ANNOTATION}subgroup-per]: must be one of replicated-job, "
+        "replica, got 'pod' of JobSet ns/pt",)

@@ -1,7 +1,9 @@
 """JobSet (jobset.x-k8s.io/v1alpha2): the whole JobSet is one gang, with one subgroup per
 replicated job (its ``replicas`` Jobs of the pods each runs at once), so a driver and its
-workers start together or not at all. Kubeflow Trainer v2 runs a TrainJob as a JobSet.
-Its controller labels every pod with its replicated job's name."""
+workers start together or not at all; with the annotation ``batch.scheduler.tencent.com/
+subgroup-per: replica``, one subgroup per Job instead (``<replicated job>-<index>``, each
+placed whole). Kubeflow Trainer v2 runs a TrainJob as a JobSet. Its controller labels every
+pod with its replicated job's name and its Job's index."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ from coscheduling.groups.derive.model import (
     mapping,
     shaped,
 )
+from coscheduling.groups.derive.overrides import subgroup_per_replica
 from coscheduling.groups.derive.workload import Json, Workload
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"  # which replica (Job) of it
 PREFIX = "jobset-"
 
 
@@ -34,19 +38,26 @@ def _job_spec(replicated: Json) -> Json:
 
 
 def groups(jobset: Workload) -> list[DerivedGroup]:
+    per_replica = subgroup_per_replica(jobset.annotations)
     subgroups: list[Json] = []
-    total = 0
     for replicated in _replicated_jobs(jobset):
-        members = count(replicated.get("replicas"), 1) * pods_at_once(_job_spec(replicated))
-        if members:
-            subgroups.append({"name": str(replicated.get("name") or ""), "minMember": members})
-            total += members
+        name, pods = str(replicated.get("name") or ""), pods_at_once(_job_spec(replicated))
+        replicas = count(replicated.get("replicas"), 1)
+        if per_replica:
+            subgroups += [{"name": f"{name}-{index}", "minMember": pods}
+                          for index in range(replicas) if pods]
+        elif replicas * pods:
+            subgroups.append({"name": name, "minMember": replicas * pods})
+    total = sum(int(s["minMember"]) for s in subgroups)
     return [shaped(jobset, group_name(jobset), total,
                    {"subGroups": subgroups} if subgroups else None)]
 
 
 def member_of(jobset: Workload, labels: dict[str, str]) -> Member | None:
-    return Member(group_name(jobset), labels.get(REPLICATED_JOB_LABEL, ""))
+    role = labels.get(REPLICATED_JOB_LABEL, "")
+    if role and subgroup_per_replica(jobset.annotations):
+        role = f"{role}-{labels.get(JOB_INDEX_LABEL, '')}"
+    return Member(group_name(jobset), role)
 
 
 def templates(jobset: Workload) -> list[Json]:

@@ -31,8 +31,11 @@ TOPOLOGY_MODE = f"{GROUP_API}/topology-mode"  # Required (default) or Preferred
 MAX_SCHEDULE_TIME = f"{GROUP_API}/max-schedule-time"  # a duration such as 5m
 # "false": no derived group for this workload; "true": one for a Deployment or StatefulSet.
 DERIVE = f"{GROUP_API}/derive-group"
+# A JobSet's subgroups: one per replicated job (the default) or one per replica (Job).
+SUBGROUP_PER = f"{GROUP_API}/subgroup-per"
+SUBGROUP_PER_VALUES = ("replicated-job", "replica")
 ANNOTATIONS = (MIN_MEMBER, QUEUE, PRIORITY_CLASS, TOPOLOGY, TOPOLOGY_MODE, MAX_SCHEDULE_TIME,
-               DERIVE)
+               DERIVE, SUBGROUP_PER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,16 @@ def read_overrides(annotations: dict[str, str]) -> Overrides:
             spec["maxScheduleTime"] = raw.strip()
         except ValueError as err:
             errors.append(f"{_where(MAX_SCHEDULE_TIME)}: {err}")
+    per = annotations.get(SUBGROUP_PER)
+    if per is not None and per not in SUBGROUP_PER_VALUES:
+        errors.append(f"{_where(SUBGROUP_PER)}: must be one of "
+                      f"{', '.join(SUBGROUP_PER_VALUES)}, got {per!r}")
     return Overrides(spec, minimum, tuple(errors))
+
+
+def subgroup_per_replica(annotations: dict[str, str]) -> bool:
+    """A JobSet asked for a subgroup per replica (each Job) instead of per replicated job."""
+    return annotations.get(SUBGROUP_PER) == "replica"
 
 
 def _read_topology(annotations: dict[str, str], spec: dict[str, Any],
