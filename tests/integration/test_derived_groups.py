@@ -402,3 +402,30 @@ def test_a_malformed_override_refuses_the_jobs_pods_naming_the_annotation(
                            for p in pods), what="both pods refused, naming the annotation")
     assert bound(job_pods(kube, namespace, "bad")) == {}
     assert podgroup(kube, namespace, "job-bad") is None
+
+
+def test_jobset_with_a_subgroup_per_replica(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+    start_jobset_controller: Callable[[], Any],
+) -> None:
+    sched = start_scheduler()
+    start_jobset_controller()
+    make_node("dp-a", cpu="3")  # room for 3 of the 4 pods
+    manifest = jobset("slices", sched.name, {"slice": 2})
+    manifest["spec"]["replicatedJobs"][0]["replicas"] = 2  # 2 Jobs of 2 pods
+    manifest["metadata"]["annotations"] = {"batch.scheduler.tencent.com/subgroup-per": "replica"}
+    kube.create(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets", manifest)
+
+    group = wait_until(lambda: podgroup(kube, namespace, "jobset-slices"),
+                       what="the PodGroup derived from the JobSet")
+    assert group["spec"]["subGroups"] == [{"name": "slice-0", "minMember": 2},
+                                          {"name": "slice-1", "minMember": 2}]
+    pods = wait_until(lambda: len(jobset_pods(kube, namespace, "slices")) == 4
+                      and jobset_pods(kube, namespace, "slices"), what="the 4 pods")
+    wait_until(lambda: _unschedulable(kube, namespace, pods),
+               what="every pod's failed attempt (PodScheduled=False)")
+    assert bound(jobset_pods(kube, namespace, "slices")) == {}
+
+    make_node("dp-b", cpu="1")
+    wait_until(lambda: len(bound(jobset_pods(kube, namespace, "slices"))) == 4,
+               what="all 4 pods bound: each replica's subgroup complete")
