@@ -5,11 +5,12 @@ parsers it reads real objects with (:mod:`coscheduling.groups`, :func:`parse_pod
 
 Accepted: a PodGroup (ours, scheduler-plugins' or Volcano's) with its Pods; a Job,
 StatefulSet or bare Pods (a group of their own, all of them at once, unless their template
-names a group); a JobSet and a LeaderWorkerSet (the group the scheduler derives for them,
-:mod:`coscheduling.groups.derive`: a JobSet whole with a subgroup per replicated job, one
-replica of a LeaderWorkerSet); a Kubeflow PyTorchJob or TFJob and a KubeRay RayCluster (a
-scheduler-plugins PodGroup, as those operators make one for a gang scheduler); a Volcano
-Job (a Volcano PodGroup, per-task minimums as minTaskMember).
+names a group); a JobSet, a LeaderWorkerSet and an MPIJob v2 (the group the scheduler
+derives for them, :mod:`coscheduling.groups.derive`: a JobSet whole with a subgroup per
+replicated job, one replica of a LeaderWorkerSet, an MPIJob's launcher and workers); a
+Kubeflow PyTorchJob or TFJob and a KubeRay RayCluster (a scheduler-plugins PodGroup, as
+those operators make one for a gang scheduler); a Volcano Job (a Volcano PodGroup, per-task
+minimums as minTaskMember).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from coscheduling.api.podgroups import SUBGROUP_LABEL
 from coscheduling.groups.derive import DerivedGroup, read_workload
 from coscheduling.groups.derive import jobset as derived_jobset
 from coscheduling.groups.derive import lws as derived_lws
+from coscheduling.groups.derive import mpijob as derived_mpijob
 from coscheduling.groups.derive.job import pods_at_once
 
 Json = dict[str, Any]
@@ -154,8 +156,8 @@ def _derive(data: bytes, default_namespace: str) -> Derived:
     workloads = [o for o in objects if o not in groups]
     if not workloads:
         raise ManifestError("manifest", "no Pod or workload (Job, StatefulSet, JobSet, "
-                                        "LeaderWorkerSet, PyTorchJob, TFJob, Volcano Job, "
-                                        "RayCluster) to place")
+                                        "LeaderWorkerSet, MPIJob, PyTorchJob, TFJob, Volcano "
+                                        "Job, RayCluster) to place")
     kinds = {str(o["kind"]) for o in workloads}
     if len(workloads) > 1 and kinds != {"Pod"}:
         named = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in workloads)
@@ -196,6 +198,8 @@ def _workload(workloads: list[Json], namespace: str) -> Derived:
         return _jobset(first, namespace)
     if kind == "LeaderWorkerSet" and api.startswith("leaderworkerset.x-k8s.io/"):
         return _leaderworkerset(first, namespace)
+    if kind == "MPIJob" and api.startswith("kubeflow.org/v2"):
+        return _mpijob(first, namespace)
     if kind in KUBEFLOW_REPLICAS and api.startswith("kubeflow.org/"):
         return _kubeflow(first, namespace)
     if kind == "Job" and api.startswith("batch.volcano.sh/"):
@@ -204,8 +208,8 @@ def _workload(workloads: list[Json], namespace: str) -> Derived:
         return _ray_cluster(first, namespace)
     raise ManifestError("manifest.kind", f"{api} {kind} is not a workload the what-if knows "
                                          "(Pod, Job, StatefulSet, JobSet, LeaderWorkerSet, "
-                                         "PyTorchJob, TFJob, Volcano Job, RayCluster, with a "
-                                         "PodGroup)")
+                                         "MPIJob, PyTorchJob, TFJob, Volcano Job, RayCluster, "
+                                         "with a PodGroup)")
 
 
 def _job(job: Json, namespace: str) -> Derived:
@@ -282,6 +286,30 @@ def _leaderworkerset(obj: Json, namespace: str) -> Derived:
         derived.notes.append(f"each of the {replicas} replicas is a gang of its own; "
                              "this places one")
     return derived
+
+
+def _mpijob(obj: Json, namespace: str) -> Derived:
+    """The launcher and the workers the MPI operator starts together (the workers alone
+    when its launcher waits for them), as the scheduler derives the gang."""
+    name = obj["metadata"]["name"]
+    specs = _mapping(_spec(obj).get("mpiReplicaSpecs"), "spec.mpiReplicaSpecs")
+    [group] = derived_mpijob.groups(read_workload({**obj, "metadata": {
+        **obj["metadata"], "namespace": namespace}}))
+    members = {s["name"]: s["minMember"] for s in group.spec.get("subGroups") or ()}
+    _within_cap(list(members.values()), "spec.mpiReplicaSpecs[].replicas")
+    pods: list[Json] = []
+    for role, key in derived_mpijob.ROLES.items():
+        if not members.get(role):
+            continue
+        path = f"spec.mpiReplicaSpecs.{key}"
+        _count({"spec": _mapping(specs.get(key), path)}, "spec.replicas", 1,
+               shown=f"{path}.replicas")  # refused by name when malformed
+        template = _template({"spec": specs[key]}, "spec.template", shown=f"{path}.template")
+        pods += [_pod(template, f"{name}-{role}-{i}", labels={
+            GROUP_LABEL: group.name, SUBGROUP_LABEL: role}) for i in range(members[role])]
+    parts = ", ".join(f"{count} {role}" for role, count in members.items())
+    return Derived(f"MPIJob {namespace}/{name} ({parts})", namespace, pods,
+                   _derived_group(group, namespace))
 
 
 def _kubeflow(job: Json, namespace: str) -> Derived:

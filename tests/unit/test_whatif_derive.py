@@ -165,3 +165,15 @@ def test_a_malformed_override_is_refused_naming_the_annotation() -> None:
     with pytest.raises(ManifestError) as caught:
         derive(dump(lws), "team")
     assert caught.value.path == "metadata.annotations[batch.scheduler.tencent.com/min-member]"
+
+
+def test_mpijob_is_its_launcher_and_workers() -> None:
+    mpijob = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "pi"},
+              "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": TEMPLATE},
+                                           "Worker": {"replicas": 2, "template": TEMPLATE}}}}
+    derived = derive(dump(mpijob), "team")
+    assert [p["metadata"]["name"] for p in derived.pods] == [
+        "pi-launcher-0", "pi-worker-0", "pi-worker-1"]
+    assert derived.group is not None and derived.group["spec"] == {"minMember": 3, "subGroups": [
+        {"name": "launcher", "minMember": 1}, {"name": "worker", "minMember": 2}]}
+    assert {parse_pod(p).group_key for p in derived.pods} == {"team/mpijob-pi"}
