@@ -31,6 +31,7 @@ from coscheduling.api.membership import (
 )
 from coscheduling.api.podgroups import SUBGROUP_LABEL
 from coscheduling.groups.derive import DerivedGroup, read_workload
+from coscheduling.groups.derive import job as derived_job
 from coscheduling.groups.derive import jobset as derived_jobset
 from coscheduling.groups.derive import lws as derived_lws
 from coscheduling.groups.derive import mpijob as derived_mpijob
@@ -77,6 +78,8 @@ class Derived:
     name: str = ""
     group_key: str = ""
     notes: list[str] = field(default_factory=list)
+    # The spec of a group of their own, when the pods name none (None: all of them at once).
+    own_spec: Json | None = None
 
 
 def load_documents(data: bytes) -> list[Json]:
@@ -219,7 +222,10 @@ def _job(job: Json, namespace: str) -> Derived:
     _within_cap([parallelism], "spec.parallelism")
     template = _template(job, "spec.template")
     pods = [_pod(template, f"{name}-{i}") for i in range(parallelism)]
-    return Derived(f"Job {namespace}/{name} ({parallelism} pods at once)", namespace, pods)
+    [group] = derived_job.groups(read_workload({**job, "metadata": {
+        **job["metadata"], "namespace": namespace}}))  # its overrides, as the scheduler's
+    return Derived(f"Job {namespace}/{name} ({parallelism} pods at once)", namespace, pods,
+                   own_spec=_derived_group(group, namespace)["spec"])
 
 
 def _derived_group(group: DerivedGroup, namespace: str) -> Json:
@@ -423,10 +429,12 @@ def _attach_group(derived: Derived, groups: list[Json]) -> None:
         name = f"{derived.name or derived.pods[0]['metadata']['name']}-whatif"
         for pod in derived.pods:
             pod["metadata"].setdefault("labels", {})[GROUP_LABEL] = name
+        spec = derived.own_spec or {"minMember": len(derived.pods)}
         derived.group = {"apiVersion": OURS_API, "kind": "PodGroup",
                          "metadata": {"name": name, "namespace": derived.namespace},
-                         "spec": {"minMember": len(derived.pods)}}
-        derived.notes.append(f"no group named: all {len(derived.pods)} pods as one gang")
+                         "spec": spec}
+        derived.notes.append(f"no group named: {len(derived.pods)} pods as one gang of "
+                             f"minMember {spec['minMember']}")
         return
     for group in groups:
         meta = group["metadata"]

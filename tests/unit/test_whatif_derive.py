@@ -177,3 +177,15 @@ def test_mpijob_is_its_launcher_and_workers() -> None:
     assert derived.group is not None and derived.group["spec"] == {"minMember": 3, "subGroups": [
         {"name": "launcher", "minMember": 1}, {"name": "worker", "minMember": 2}]}
     assert {parse_pod(p).group_key for p in derived.pods} == {"team/mpijob-pi"}
+
+
+def test_a_jobs_overrides_shape_its_gang_as_the_scheduler_derives_it() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+               "name": "j", "annotations": {"batch.scheduler.tencent.com/min-member": "2",
+                                            "batch.scheduler.tencent.com/queue": "team-a"}},
+           "spec": {"parallelism": 4, "template": TEMPLATE}}
+    derived = derive(dump(job), "team")
+    assert len(derived.pods) == 4
+    assert derived.group is not None and derived.group["spec"] == {"minMember": 2,
+                                                                   "queue": "team-a"}
+    assert derived.notes == ["no group named: 4 pods as one gang of minMember 2"]
