@@ -45,6 +45,7 @@ from coscheduling.cluster.kubeconfig import (
 )
 from coscheduling.commands.explain import explain
 from coscheduling.groups import APIS, GroupApi
+from coscheduling.groups.derive import DERIVED_FROM_LABEL
 from coscheduling.server.commands import UsageError, channel_for, rpc
 from coscheduling.server.gen import scheduling_pb2 as pb
 from coscheduling.server.server import DEFAULT_ADDRESS
@@ -177,10 +178,13 @@ def gangs_of(snapshot: Snapshot) -> list[Gang]:
     for api, obj in snapshot.groups:
         record = api.parse(obj)
         status = obj.get("status") or {}
+        derived = ((obj.get("metadata") or {}).get("labels") or {}).get(DERIVED_FROM_LABEL)
         found.append(_gang(record.namespace, record.name, api, str(obj.get("kind") or ""),
                            str(status.get("phase") or "Pending"), by_gang.pop(record.key, []),
                            record.min_member, record.queue, record.priority_class_name,
-                           record.created, status))
+                           record.created, status,
+                           # its pods carry no marker: the scheduler's count of them
+                           placed=int(status.get("scheduled") or 0) if derived else None))
     for key, members in sorted(by_gang.items()):
         if key in label_only and (snapshot.selected_pods is None or any(
                 object_key(m) in snapshot.selected_pods for m in members)):
@@ -193,13 +197,15 @@ def gangs_of(snapshot: Snapshot) -> list[Gang]:
 
 def _gang(namespace: str, name: str, api: GroupApi | None, kind: str, phase: str,
           members: list[dict[str, Any]], minimum: int, queue: str, priority_class: str,
-          created: float, status: dict[str, Any]) -> Gang:
+          created: float, status: dict[str, Any], placed: int | None = None) -> Gang:
+    """One gang's row; ``placed`` when its members cannot be counted (a derived group's)."""
     nodes = [str((m.get("spec") or {}).get("nodeName") or "") for m in members]
     running = sum(1 for m in members if (m.get("status") or {}).get("phase") == "Running")
     return Gang(namespace=namespace, name=name,
                 source=api.title.split(" (")[0] if api else LABEL_ONLY_SOURCE,
                 api_version=api.api_version if api else "", kind=kind, phase=phase,
-                min_member=minimum, members=len(members), placed=sum(1 for n in nodes if n),
+                min_member=minimum, members=len(members),
+                placed=sum(1 for n in nodes if n) if placed is None else placed,
                 running=running, queue=queue, priority_class=priority_class,
                 nodes=tuple(sorted({n for n in nodes if n})), created=created,
                 why=_why(status, members))

@@ -45,6 +45,9 @@ class Membership:
     # The member's role, naming its subgroup: our label batch.scheduler.tencent.com/
     # subgroup, or Volcano's annotation volcano.sh/task-spec ("" when it names none).
     role: str = ""
+    # The controller the gang counts the pod as owned by, when not the pod's own: a derived
+    # group's workload ("Kind/name/uid"), whose pods several controllers make.
+    owner: str = ""
 
 
 NO_GROUP = Membership()

@@ -75,8 +75,10 @@ class Pod:
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     spec_node_name: str = ""
-    # The controlling owner as "Kind/name/uid" ("" for a bare pod).
+    # The controlling owner as "Kind/name/uid" ("" for a bare pod), and its apiVersion
+    # (a derived group's walk tells a batch/v1 Job from another API's Job by it).
     owner: str = ""
+    owner_api_version: str = ""
     gated: bool = False
     host_ports: tuple[tuple[str, str, int], ...] = ()
     # (weight, term) of preferred node affinity.
@@ -119,6 +121,12 @@ class Pod:
     def group_key(self) -> str:
         """The gang this pod belongs to (coscheduling.groups), or ``""``."""
         return self.membership.key
+
+    @property
+    def gang_owner(self) -> str:
+        """The controller that owns the pod as its gang sees it (a derived group's workload,
+        else the pod's controller): one owner's pods may not join another's group."""
+        return self.membership.owner or self.owner
 
     @property
     def terminal(self) -> bool:
@@ -288,6 +296,9 @@ def _read_labels(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
 
 def _read_owner(pod: Pod, meta: Json, spec: Json, status: Json) -> None:
     pod.owner = _controller(meta)
+    pod.owner_api_version = next((str(ref.get("apiVersion") or "")
+                                  for ref in meta.get("ownerReferences") or ()
+                                  if ref.get("controller")), "")
 
 
 def _read_phase(pod: Pod, meta: Json, spec: Json, status: Json) -> None:

@@ -30,7 +30,7 @@ from coscheduling.localcluster.launcher import free_ports
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004", "demo-topology",
-              "demo-kube-batch", "demo-roles", "demo-dra")
+              "demo-kube-batch", "demo-roles", "demo-dra", "demo-derived")
 DRA_DRIVER = "gpu.demo.example.com"
 KUBE_BATCH_CRD = "podgroups.scheduling.incubator.k8s.io"
 RACK = "example.com/rack"
@@ -88,6 +88,11 @@ def _pods(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
 def _group_of(pod: dict[str, Any]) -> str:
     """The group a pod names, whichever marker it uses (coscheduling.groups)."""
     return parse_pod(pod).membership.name or "-"
+
+
+def _job_bound(kube: KubeClient, namespace: str) -> list[str]:
+    """The nodes of a namespace's bound pods (a derived gang's pods name no group)."""
+    return [p["spec"]["nodeName"] for p in _pods(kube, namespace) if p["spec"].get("nodeName")]
 
 
 def _bound(kube: KubeClient, namespace: str, group: str) -> list[str]:
@@ -220,11 +225,14 @@ class Demo:
         _node(kube, "roles-a", "5", {"demo": "roles"})
         for name in ("dra-a", "dra-b"):
             _node(kube, name, "8", {"demo": "dra"})
+        _node(kube, "derived-a", "2", {"demo": "derived"})
+        _node(kube, "derived-b", "1", {"demo": "derived"})
         _say("   seed000-a 3 cpu, seed000-b 2 cpu (kube-batch-a/b the same) | "
              "seed001-a 8 cpu (0.9 used) | "
              "seed004-a/b 8 cpu + 4 nvidia.com/gpu each\n"
              f"   topology: {RACK}=r1 two 4-cpu nodes, {RACK}=r2 two 8-cpu nodes | "
-             "roles-a 5 cpu | dra-a, dra-b 8 cpu (GPUs through DRA)")
+             "roles-a 5 cpu | dra-a, dra-b 8 cpu (GPUs through DRA) | "
+             "derived-a 2 cpu, derived-b 1 cpu")
 
     def _examples(self, kube: KubeClient, kubeconfig: Path) -> None:
         _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "namespaces.yaml"))
@@ -279,6 +287,36 @@ class Demo:
         self._topology(kube, kubeconfig)
         self._roles(kube, kubeconfig)
         self._dra(kube, kubeconfig)
+        self._derived(kube, kubeconfig)
+
+    def _derived(self, kube: KubeClient, kubeconfig: Path) -> None:
+        """A plain Job, no PodGroup written: the gang is derived from it."""
+        namespace, group = "demo-derived", "job-train"
+        _say("== a plain Job of 4 pods, no PodGroup, no group label, room for 3: the gang is "
+             "derived from the Job")
+        _say("== kubectl apply -f examples/derived-job.yaml")
+        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "derived-job.yaml"))
+        with contextlib.suppress(TimeoutError):  # the check below names what is missing
+            _wait(lambda: len(_pods(kube, namespace)) == 4
+                  and all("cannot be placed" in _why(p) for p in _pods(kube, namespace)),
+                  60, "the verdict on every pod of the derived gang")
+        path = f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups/{group}"
+        try:
+            owners = kube.get(path)["metadata"].get("ownerReferences") or [{}]
+        except ApiError:  # not derived: the check below says so
+            owners = [{}]
+        self.check("a plain Job waits whole as the gang derived from it",
+                   not _job_bound(kube, namespace)
+                   and (owners[0].get("kind"), owners[0].get("name")) == ("Job", "train"),
+                   f"{len(_job_bound(kube, namespace))}/4 bound with room for 3; PodGroup "
+                   f"{group} owned by {owners[0].get('kind')} {owners[0].get('name')}")
+        _print_state(kube, namespace)
+        _say("   adding node derived-c (1 cpu)...")
+        _node(kube, "derived-c", "1", {"demo": "derived"})
+        self._expect("the derived gang runs whole once it fits",
+                     lambda: len(_job_bound(kube, namespace)) == 4, "4/4 bound")
+        _settled(kube, namespace, group, 4)
+        _print_state(kube, namespace)
 
     def _dra(self, kube: KubeClient, kubeconfig: Path) -> None:
         """A gang of GPU workers on devices published through DRA (as a driver would)."""

@@ -7,6 +7,7 @@ access, whichever replica is leading.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from coscheduling import GROUP_API, GROUP_VERSION
@@ -19,7 +20,7 @@ from coscheduling.api.dra import (
     parse_resource_claim,
     parse_resource_slice,
 )
-from coscheduling.api.membership import LABEL_ONLY
+from coscheduling.api.membership import LABEL_ONLY, OURS
 from coscheduling.api.podgroups import PodGroup
 from coscheduling.api.pods import parse_pod
 from coscheduling.api.queues import PLURAL as QUEUES
@@ -27,6 +28,14 @@ from coscheduling.api.times import format_duration, parse_rfc3339
 from coscheduling.cluster.client import ApiError, KubeClient, q
 from coscheduling.cluster.unreadable import READABLE, SET_ASIDE, UNREADABLE
 from coscheduling.groups import apis_for_tag
+from coscheduling.groups.derive import (
+    KINDS,
+    Workload,
+    controller_of,
+    derived_membership,
+    read_workload,
+    resolve,
+)
 from coscheduling.plugins.dynamicresources.cel import CelRuntimeError, compile_selector
 
 
@@ -142,6 +151,45 @@ def _find(client: KubeClient, namespace: str, name: str,
     return " or ".join(f'{api.title} "{namespace}/{name}"' for api in apis) + " not found."
 
 
+def _marked_key(pod: dict[str, Any]) -> str:
+    return parse_pod(pod).group_key
+
+
+# Where a walk's owner kinds are read (those of groups.derive.KINDS, and the objects walked
+# through): a person's command, so plain reads, each object once.
+_OWNER_APIS = {**{k.kind: f"/apis/{k.api_version}/namespaces/{{ns}}/{k.plural}"
+                  for k in KINDS},
+               "Pod": "/api/v1/namespaces/{ns}/pods",
+               "ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets"}
+
+
+def derived_key(client: KubeClient, namespace: str) -> Callable[[dict[str, Any]], str]:
+    """A pod's gang key, its derived group's when it names none (groups.derive)."""
+    seen: dict[tuple[str, str], Workload | None] = {}
+
+    def lookup(kind: str, ns: str, name: str) -> Workload | None:
+        if (kind, name) not in seen:
+            path = _OWNER_APIS.get(kind)
+            try:
+                seen[kind, name] = read_workload({"kind": kind, **client.get(
+                    f"{path.format(ns=q(ns))}/{q(name)}")}) if path else None
+            except ApiError as err:
+                if not err.not_found:
+                    raise
+                seen[kind, name] = None
+        return seen[kind, name]
+
+    def key(pod: dict[str, Any]) -> str:
+        marked = parse_pod(pod)
+        if marked.group_key or not marked.owner:
+            return marked.group_key
+        owner = controller_of(pod.get("metadata") or {})
+        return derived_membership(namespace, resolve(namespace, owner, marked.labels,
+                                                     lookup)).key
+
+    return key
+
+
 def explain(client: KubeClient, namespace: str, name: str) -> str:
     """``name`` is a PodGroup's name, or a gang key's ``name@kind`` (as the scheduler's
     messages name gangs of other producers' kinds, e.g. ``train@x-k8s``)."""
@@ -150,8 +198,9 @@ def explain(client: KubeClient, namespace: str, name: str) -> str:
     if isinstance(found, str):
         return found
     group, status, title = found
-    members = [p for p in client.get(f"/api/v1/namespaces/{q(namespace)}/pods").get("items")
-               or () if parse_pod(p).group_key == group.key]
+    pods = client.get(f"/api/v1/namespaces/{q(namespace)}/pods").get("items") or ()
+    member_key = derived_key(client, namespace) if tag == OURS else _marked_key
+    members = [p for p in pods if member_key(p) == group.key]
     if tag == LABEL_ONLY and members:
         group.min_member = min(parse_pod(p).membership.min_available for p in members)
     return _explain(client, group, status, title, members)

@@ -82,6 +82,8 @@ def status_target(made_of: StatusInput | None) -> StatusTarget | None:
 def missing_message(member: Membership, namespace: str) -> str:
     """Why a pod whose group object does not exist waits, naming the marker and the kinds."""
     kinds = " or ".join(api.title for api in apis_for_tag(member.tag))
+    if not kinds:  # a derived group whose workload is not known yet (groups.derive)
+        return f"waiting for its {member.marker}, which its group is derived from"
     return (f'{kinds} "{namespace}/{member.name}" not found ({member.marker}); '
             "the pod is retried when it is created")
 

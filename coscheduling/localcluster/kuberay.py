@@ -49,14 +49,18 @@ class RayOperator(OperatorProcess):
     title = "ray-operator"
 
     def __init__(self, cluster: LocalCluster, workdir: Path, *,
-                 build: OperatorBuild | None = None, log: Log = _default_log) -> None:
+                 build: OperatorBuild | None = None, log: Log = _default_log,
+                 batch_scheduler: str | None = BATCH_SCHEDULER) -> None:
         super().__init__(workdir, log)
         self.cluster = cluster
         self.build = build
         self.metrics_port, self.probe_port = free_ports(2)
+        # None: no batch-scheduler integration (this scheduler derives the gang itself).
+        self.batch_scheduler = batch_scheduler
 
     def argv(self, binary: Path) -> list[str]:
-        return [str(binary), f"--batch-scheduler={BATCH_SCHEDULER}",
+        flag = [f"--batch-scheduler={self.batch_scheduler}"] if self.batch_scheduler else []
+        return [str(binary), *flag,
                 "--enable-leader-election=false", "--log-stdout-encoder=console",
                 f"--metrics-addr=127.0.0.1:{self.metrics_port}",
                 f"--health-probe-bind-address=127.0.0.1:{self.probe_port}"]
@@ -66,7 +70,8 @@ class RayOperator(OperatorProcess):
         self.build = build
         kube = KubeClient(ClientSettings(kubeconfig=str(self.cluster.kubeconfig)))
         try:
-            apply_crd(kube, yaml.safe_load(build.crd_file("raycluster").read_text()))
+            for kind in ("raycluster", "rayjob"):
+                apply_crd(kube, yaml.safe_load(build.crd_file(kind).read_text()))
         finally:
             kube.close()
         self._spawn(self.argv(build.binary),

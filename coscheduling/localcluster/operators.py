@@ -109,6 +109,10 @@ class GoOperator:
     crd_source: str  # the CRDs' directory inside the module
     crd_prefix: str
     probe_scheme: str  # a kind whose CRD must be there for the entry to be complete
+    # Built inside a copy of the module (`go build ./<package>`) instead of `go install
+    # package@version`, which also asks the proxy for the module's version list: some
+    # proxies serve a module's versions but not that list.
+    in_module: bool = False
 
     def directory(self) -> Path:
         return cache_dir() / "bin" / f"{self.title}-v{self.version}"
@@ -172,9 +176,12 @@ def _install(go: str, operator: GoOperator, build: OperatorBuild, log: Log) -> N
         scratch = Path(tmp)
         staged = scratch / "out"
         env = {**os.environ, "CGO_ENABLED": "0", "GOBIN": str(staged), "GO111MODULE": "on"}
-        _go(go, ["install", "-ldflags=-s -w", target], env, scratch)
+        if not operator.in_module:
+            _go(go, ["install", "-ldflags=-s -w", target], env, scratch)
         module = json.loads(_go(go, ["mod", "download", "-json",
                                      f"{operator.module}@v{operator.version}"], env, scratch))
+        if operator.in_module:
+            _build_in_module(go, Path(module["Dir"]), operator, staged, env, scratch)
         shutil.copytree(Path(module["Dir"]) / operator.crd_source, staged / "crds")
         (staged / "crds").chmod(0o755)  # the module cache is read-only
         for manifest in (staged / "crds").iterdir():
@@ -185,6 +192,19 @@ def _install(go: str, operator: GoOperator, build: OperatorBuild, log: Log) -> N
         raise BuildError(f"installing {target} left no {build.binary} or CRDs in {root}")
     log(f"installed {operator.title} v{operator.version} in "
         f"{time.monotonic() - started:.0f}s -> {root}")
+
+
+def _build_in_module(go: str, source: Path, operator: GoOperator, staged: Path,
+                     env: dict[str, str], scratch: Path) -> None:
+    """`go build` the operator's package inside a writable copy of its module."""
+    copy = scratch / "module"
+    staged.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, copy)
+    for path in (copy, *copy.rglob("*")):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o200)
+    _go(go, ["build", "-mod=mod", "-ldflags=-s -w", "-o",
+             str(staged / operator.binary_name), operator.package], env, copy)
 
 
 class OperatorProcess:

@@ -50,6 +50,7 @@ from coscheduling.cluster.queuestatus import QueueStatusWriter
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.cluster.unreadable import UnreadableObjects
 from coscheduling.config.types import SchedulerConfig
+from coscheduling.core.derivedgroups import DerivedGroups
 from coscheduling.core.eventhandlers import (
     DeviceEvents,
     FinishedPodEvents,
@@ -63,6 +64,9 @@ from coscheduling.core.eventhandlers import (
 )
 from coscheduling.core.scheduler import Scheduler
 from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, status_target
+from coscheduling.groups.derive import KINDS as WORKLOAD_KINDS
+from coscheduling.groups.derive import Workload, WorkloadKind, reader
+from coscheduling.groups.derive import job as derive_job
 from coscheduling.groups.table import KindTable
 from coscheduling.ops import faults
 from coscheduling.ops.httpendpoint import HttpEndpoint
@@ -235,6 +239,7 @@ class SchedulerService:
             self._informer(w) for w in _watches(self.group_kinds)]
         # Other producers' group objects, watched while (and once) the API server serves them.
         self.discovery = GroupDiscovery(self.client, FOREIGN_APIS, self._group_informer)
+        self.derived, self.workload_discovery = self._derived_groups()
         self.status_writer = self._group_status_writer()
         self.proportion, self.queue_writer = self._queues()
         self.http: HttpEndpoint | None = None
@@ -300,6 +305,42 @@ class SchedulerService:
                              stand_in=watch.stand_in, record_error=watch.record_error,
                              keep_previous=watch.keep_previous, object_key=watch.object_key)
 
+    def _derived_groups(self) -> tuple[DerivedGroups, GroupDiscovery[WorkloadKind]]:
+        """Groups derived from owners (coscheduling.core.derivedgroups): the pods watch derives
+        every pod first; Jobs and ReplicaSets are watched from the start, the other
+        workload kinds while they are served (those of CRDs once installed)."""
+        s = self.scheduler
+        by_name = {i.name: i for i in self.informers}
+        ours_informer = by_name[f"podgroups.{ours.API.group}"]
+        ours_events = ours_informer.handler
+        derived = DerivedGroups(self.client, self.reporter, self.config.scheduler_names,
+                                s.listers.podgroup, ours_events.on_update, s.active)
+        ours_informer.handler = derived.group_events(ours_events)
+        pods = by_name["pods"]
+        pods.handler = derived.pod_events(pods.handler)
+        for finished in (i for i in self.informers if i.name.startswith("pods-")):
+            finished.handler = derived.finished_pod_events(finished.handler)
+        derived.informers["Pod"] = pods
+        built_in = [self._workload_informer(derived, derive_job.KIND),
+                    self._workload_informer(derived, None)]  # ReplicaSets
+        position = self.informers.index(pods)
+        self.informers[position:position] = built_in
+        return derived, GroupDiscovery(
+            self.client, [k for k in WORKLOAD_KINDS if k is not derive_job.KIND],
+            lambda kind: self._workload_informer(derived, kind))
+
+    def _workload_informer(self, derived: DerivedGroups,
+                           kind: WorkloadKind | None) -> Informer[Workload]:
+        """A watch of one workload kind (None: ReplicaSets, walked through only)."""
+        api_version, name, plural = ((kind.api_version, kind.kind, kind.plural) if kind
+                                     else ("apps/v1", "ReplicaSet", "replicasets"))
+        informer = Informer[Workload](
+            self.client, f"/apis/{api_version}/{plural}", reader(api_version, name),
+            lambda w: w.key, derived.workload_events(kind), name=plural,
+            watch_read_timeout=WATCH_TIMEOUT, unreadable=self.unreadable)
+        derived.informers[name] = informer
+        return informer
+
     def _group_status_writer(self) -> GroupStatusWriter | None:
         """PodGroup status, written for the groups the gang plugin schedules."""
         gang = self.scheduler.framework.instances.get("Coscheduling")
@@ -337,6 +378,7 @@ class SchedulerService:
             self.http.start()
         self._check_queues_served()
         self.informers += self.discovery.discover()
+        self.informers += self.workload_discovery.discover()
         for informer in self.informers:
             informer.start()
         if not wait_synced(self.informers, sync_timeout):
@@ -350,6 +392,8 @@ class SchedulerService:
         # Bound members are known now: gangs a crash left partially bound go first.
         self.scheduler.refresh_queue_order()
         self.discovery.start(self._watch_late)
+        self.workload_discovery.start(self._watch_late)
+        self.derived.start()
         if schedule:
             self.scheduler.start_loops()
         if self.elector is not None:  # `serve` replicas elect a leader too: only it acts
@@ -412,6 +456,7 @@ class SchedulerService:
         self._label_own_pod(True)
         self.unreadable.warn_again()
         self._ensure_default_queue()
+        self.derived.resync()
         if self.status_writer is not None:  # a follower wrote none: catch up
             for key in list(self.scheduler.listers.groups):
                 self.status_writer.mark(key)
@@ -441,6 +486,8 @@ class SchedulerService:
         if self.elector is not None:
             self.elector.stop()
         self.discovery.stop()
+        self.workload_discovery.stop()
+        self.derived.stop()
         for informer in self.informers:
             informer.stop()
         if self.http is not None:

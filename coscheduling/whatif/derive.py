@@ -5,9 +5,12 @@ parsers it reads real objects with (:mod:`coscheduling.groups`, :func:`parse_pod
 
 Accepted: a PodGroup (ours, scheduler-plugins' or Volcano's) with its Pods; a Job,
 StatefulSet or bare Pods (a group of their own, all of them at once, unless their template
-names a group); a Kubeflow PyTorchJob or TFJob and a KubeRay RayCluster (a
-scheduler-plugins PodGroup, as those operators make one for a gang scheduler); a Volcano
-Job (a Volcano PodGroup, per-task minimums as minTaskMember).
+names a group); a JobSet, a LeaderWorkerSet and an MPIJob v2 (the group the scheduler
+derives for them, :mod:`coscheduling.groups.derive`: a JobSet whole with a subgroup per
+replicated job, one replica of a LeaderWorkerSet, an MPIJob's launcher and workers); a
+Kubeflow PyTorchJob or TFJob and a KubeRay RayCluster (a scheduler-plugins PodGroup, as
+those operators make one for a gang scheduler); a Volcano Job (a Volcano PodGroup, per-task
+minimums as minTaskMember).
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ from coscheduling.api.membership import (
     X_K8S_LABEL,
     membership,
 )
+from coscheduling.api.podgroups import SUBGROUP_LABEL
+from coscheduling.groups.derive import DerivedGroup, read_workload
+from coscheduling.groups.derive import job as derived_job
+from coscheduling.groups.derive import jobset as derived_jobset
+from coscheduling.groups.derive import lws as derived_lws
+from coscheduling.groups.derive import mpijob as derived_mpijob
+from coscheduling.groups.derive.job import pods_at_once
 
 Json = dict[str, Any]
 
@@ -68,6 +78,8 @@ class Derived:
     name: str = ""
     group_key: str = ""
     notes: list[str] = field(default_factory=list)
+    # The spec of a group of their own, when the pods name none (None: all of them at once).
+    own_spec: Json | None = None
 
 
 def load_documents(data: bytes) -> list[Json]:
@@ -146,8 +158,9 @@ def _derive(data: bytes, default_namespace: str) -> Derived:
     groups = [o for o in objects if o["kind"] == "PodGroup" and o.get("apiVersion") in GROUP_APIS]
     workloads = [o for o in objects if o not in groups]
     if not workloads:
-        raise ManifestError("manifest", "no Pod or workload (Job, StatefulSet, PyTorchJob, "
-                                        "TFJob, Volcano Job, RayCluster) to place")
+        raise ManifestError("manifest", "no Pod or workload (Job, StatefulSet, JobSet, "
+                                        "LeaderWorkerSet, MPIJob, PyTorchJob, TFJob, Volcano "
+                                        "Job, RayCluster) to place")
     kinds = {str(o["kind"]) for o in workloads}
     if len(workloads) > 1 and kinds != {"Pod"}:
         named = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in workloads)
@@ -184,6 +197,12 @@ def _workload(workloads: list[Json], namespace: str) -> Derived:
         template = _template(first, "spec.template")
         pods = [_pod(template, f"{name}-{i}") for i in range(replicas)]
         return Derived(f"StatefulSet {namespace}/{name} ({replicas} replicas)", namespace, pods)
+    if kind == "JobSet" and api.startswith("jobset.x-k8s.io/"):
+        return _jobset(first, namespace)
+    if kind == "LeaderWorkerSet" and api.startswith("leaderworkerset.x-k8s.io/"):
+        return _leaderworkerset(first, namespace)
+    if kind == "MPIJob" and api.startswith("kubeflow.org/v2"):
+        return _mpijob(first, namespace)
     if kind in KUBEFLOW_REPLICAS and api.startswith("kubeflow.org/"):
         return _kubeflow(first, namespace)
     if kind == "Job" and api.startswith("batch.volcano.sh/"):
@@ -191,20 +210,112 @@ def _workload(workloads: list[Json], namespace: str) -> Derived:
     if kind == "RayCluster" and api.startswith("ray.io/"):
         return _ray_cluster(first, namespace)
     raise ManifestError("manifest.kind", f"{api} {kind} is not a workload the what-if knows "
-                                         "(Pod, Job, StatefulSet, PyTorchJob, TFJob, Volcano "
-                                         "Job, RayCluster, with a PodGroup)")
+                                         "(Pod, Job, StatefulSet, JobSet, LeaderWorkerSet, "
+                                         "MPIJob, PyTorchJob, TFJob, Volcano Job, RayCluster, "
+                                         "with a PodGroup)")
 
 
 def _job(job: Json, namespace: str) -> Derived:
     name = job["metadata"]["name"]
-    parallelism = _count(job, "spec.parallelism", 1)
-    completions = _spec(job).get("completions")
-    if isinstance(completions, int) and not isinstance(completions, bool) and completions > 0:
-        parallelism = min(parallelism, completions)
+    _count(job, "spec.parallelism", 1)  # refused by name when malformed
+    parallelism = pods_at_once(_spec(job))
     _within_cap([parallelism], "spec.parallelism")
     template = _template(job, "spec.template")
     pods = [_pod(template, f"{name}-{i}") for i in range(parallelism)]
-    return Derived(f"Job {namespace}/{name} ({parallelism} pods at once)", namespace, pods)
+    [group] = derived_job.groups(read_workload({**job, "metadata": {
+        **job["metadata"], "namespace": namespace}}))  # its overrides, as the scheduler's
+    return Derived(f"Job {namespace}/{name} ({parallelism} pods at once)", namespace, pods,
+                   own_spec=_derived_group(group, namespace)["spec"])
+
+
+def _derived_group(group: DerivedGroup, namespace: str) -> Json:
+    """Our PodGroup of a group derived as the scheduler derives it; a malformed override
+    is refused naming its annotation."""
+    if group.errors:
+        first = group.errors[0]
+        raise ManifestError(first.split(":", 1)[0], first.split(": ", 1)[-1])
+    return {"apiVersion": OURS_API, "kind": "PodGroup",
+            "metadata": {"name": group.name, "namespace": namespace}, "spec": group.spec}
+
+
+def _jobset(obj: Json, namespace: str) -> Derived:
+    """Every pod the JobSet runs at once, one gang with a subgroup per replicated job."""
+    name = obj["metadata"]["name"]
+    replicated = _list(_spec(obj).get("replicatedJobs"), "spec.replicatedJobs")
+    entries = [_mapping(raw, f"spec.replicatedJobs[{i}]") for i, raw in enumerate(replicated)]
+    for index, entry in enumerate(entries):  # refused by name when malformed
+        _count({"spec": entry}, "spec.replicas", 1,
+               shown=f"spec.replicatedJobs[{index}].replicas")
+    [group] = derived_jobset.groups(read_workload({**obj, "metadata": {
+        **obj["metadata"], "namespace": namespace}}))
+    per_role = {s["name"]: s["minMember"] for s in group.spec.get("subGroups") or ()}
+    counts = [per_role.get(str(entry.get("name") or ""), 0) for entry in entries]
+    _within_cap(counts, "spec.replicatedJobs[].replicas")
+    pods: list[Json] = []
+    parts = []
+    for index, (entry, count) in enumerate(zip(entries, counts, strict=True)):
+        role = str(entry.get("name") or f"job{index}")
+        path = f"spec.replicatedJobs[{index}].template"
+        template = _template(_mapping(entry.get("template"), path), "spec.template",
+                             shown=f"{path}.spec.template")
+        parts.append(f"{count} {role}")
+        pods += [_pod(template, f"{name}-{role}-{i}", labels={
+            GROUP_LABEL: group.name, SUBGROUP_LABEL: role}) for i in range(count)]
+    return Derived(f"JobSet {namespace}/{name} ({', '.join(parts)})", namespace, pods,
+                   _derived_group(group, namespace))
+
+
+def _leaderworkerset(obj: Json, namespace: str) -> Derived:
+    """One replica (a leader and its workers): every replica is a gang of its own."""
+    name = obj["metadata"]["name"]
+    template = _mapping(_spec(obj).get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate")
+    size = _count({"spec": template}, "spec.size", 1, shown="spec.leaderWorkerTemplate.size")
+    _within_cap([size], "spec.leaderWorkerTemplate.size")
+    workload = read_workload({**obj, "metadata": {**obj["metadata"], "namespace": namespace}})
+    groups = derived_lws.groups(workload)
+    if not groups:
+        raise ManifestError("spec.replicas", "no replica to place")
+    group = groups[0]
+    worker = _template({"spec": template}, "spec.workerTemplate",
+                       shown="spec.leaderWorkerTemplate.workerTemplate")
+    leader = _template({"spec": template}, "spec.leaderTemplate",
+                       shown="spec.leaderWorkerTemplate.leaderTemplate") \
+        if template.get("leaderTemplate") else worker
+    label = {GROUP_LABEL: group.name}
+    pods = [_pod(leader, f"{name}-0", labels=label)]
+    pods += [_pod(worker, f"{name}-0-{i}", labels=label) for i in range(1, size)]
+    derived = Derived(f"LeaderWorkerSet {namespace}/{name} (replica 0: 1 leader, "
+                      f"{size - 1} workers)", namespace, pods,
+                      _derived_group(group, namespace))
+    replicas = _count(obj, "spec.replicas", 1)
+    if replicas > 1:
+        derived.notes.append(f"each of the {replicas} replicas is a gang of its own; "
+                             "this places one")
+    return derived
+
+
+def _mpijob(obj: Json, namespace: str) -> Derived:
+    """The launcher and the workers the MPI operator starts together (the workers alone
+    when its launcher waits for them), as the scheduler derives the gang."""
+    name = obj["metadata"]["name"]
+    specs = _mapping(_spec(obj).get("mpiReplicaSpecs"), "spec.mpiReplicaSpecs")
+    [group] = derived_mpijob.groups(read_workload({**obj, "metadata": {
+        **obj["metadata"], "namespace": namespace}}))
+    members = {s["name"]: s["minMember"] for s in group.spec.get("subGroups") or ()}
+    _within_cap(list(members.values()), "spec.mpiReplicaSpecs[].replicas")
+    pods: list[Json] = []
+    for role, key in derived_mpijob.ROLES.items():
+        if not members.get(role):
+            continue
+        path = f"spec.mpiReplicaSpecs.{key}"
+        _count({"spec": _mapping(specs.get(key), path)}, "spec.replicas", 1,
+               shown=f"{path}.replicas")  # refused by name when malformed
+        template = _template({"spec": specs[key]}, "spec.template", shown=f"{path}.template")
+        pods += [_pod(template, f"{name}-{role}-{i}", labels={
+            GROUP_LABEL: group.name, SUBGROUP_LABEL: role}) for i in range(members[role])]
+    parts = ", ".join(f"{count} {role}" for role, count in members.items())
+    return Derived(f"MPIJob {namespace}/{name} ({parts})", namespace, pods,
+                   _derived_group(group, namespace))
 
 
 def _kubeflow(job: Json, namespace: str) -> Derived:
@@ -318,10 +429,12 @@ def _attach_group(derived: Derived, groups: list[Json]) -> None:
         name = f"{derived.name or derived.pods[0]['metadata']['name']}-whatif"
         for pod in derived.pods:
             pod["metadata"].setdefault("labels", {})[GROUP_LABEL] = name
+        spec = derived.own_spec or {"minMember": len(derived.pods)}
         derived.group = {"apiVersion": OURS_API, "kind": "PodGroup",
                          "metadata": {"name": name, "namespace": derived.namespace},
-                         "spec": {"minMember": len(derived.pods)}}
-        derived.notes.append(f"no group named: all {len(derived.pods)} pods as one gang")
+                         "spec": spec}
+        derived.notes.append(f"no group named: {len(derived.pods)} pods as one gang of "
+                             f"minMember {spec['minMember']}")
         return
     for group in groups:
         meta = group["metadata"]

@@ -28,6 +28,9 @@ from tests.integration.fixtures import (  # noqa: F401
 )
 from tests.integration.kube import wait_until
 from tests.integration.operators import (  # noqa: F401
+    start_jobset_controller,
+    start_lws_controller,
+    start_mpi_operator,
     start_ray_operator,
     start_training_operator,
 )

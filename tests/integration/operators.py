@@ -11,8 +11,15 @@ import pytest
 
 from coscheduling.cluster.client import KubeClient
 from coscheduling.localcluster import LocalCluster
-from coscheduling.localcluster.kuberay import RayOperator
+from coscheduling.localcluster.kuberay import BATCH_SCHEDULER, RayOperator
+from coscheduling.localcluster.mpioperator import MpiOperator
 from coscheduling.localcluster.operators import OperatorProcess, TrainingOperator
+from coscheduling.localcluster.workloadcontrollers import (
+    JOBSET,
+    LWS,
+    WorkloadController,
+    WorkloadControllerProcess,
+)
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
@@ -48,13 +55,61 @@ def start_training_operator(local_cluster: LocalCluster, compat_crds: None,
 
 @pytest.fixture
 def start_ray_operator(local_cluster: LocalCluster, compat_crds: None,
-                       tmp_path: Path) -> Iterator[Callable[[], RayOperator]]:
+                       tmp_path: Path) -> Iterator[Callable[..., RayOperator]]:
     """`start_ray_operator()`: a running KubeRay ray-operator (scheduler-plugins path; the
-    x-k8s PodGroup CRD from crd/compat/ is applied first), stopped after."""
+    x-k8s PodGroup CRD from crd/compat/ is applied first), stopped after;
+    `start_ray_operator(None)`: one without a batch scheduler."""
     started: list[OperatorProcess] = []
 
-    def start() -> RayOperator:
+    def start(batch_scheduler: str | None = BATCH_SCHEDULER) -> RayOperator:
         operator = RayOperator(local_cluster, tmp_path / f"ray-{len(started)}",
+                               log=lambda _: None, batch_scheduler=batch_scheduler)
+        started.append(operator)
+        return operator.start()
+
+    yield start
+    _stop_all(started)
+
+
+def _controller_fixture(controller: WorkloadController, local_cluster: LocalCluster,
+                        tmp_path: Path) -> Iterator[Callable[[], WorkloadControllerProcess]]:
+    started: list[OperatorProcess] = []
+
+    def start() -> WorkloadControllerProcess:
+        process = WorkloadControllerProcess(
+            controller, local_cluster, tmp_path / f"{controller.operator.title}-{len(started)}",
+            log=lambda _: None)
+        started.append(process)
+        return process.start()
+
+    yield start
+    _stop_all(started)
+
+
+@pytest.fixture
+def start_lws_controller(local_cluster: LocalCluster,
+                         tmp_path: Path) -> Iterator[Callable[[], WorkloadControllerProcess]]:
+    """`start_lws_controller()`: the real LeaderWorkerSet controller with its webhooks on
+    loopback, stopped (webhooks removed) after."""
+    yield from _controller_fixture(LWS, local_cluster, tmp_path)
+
+
+@pytest.fixture
+def start_jobset_controller(local_cluster: LocalCluster,
+                            tmp_path: Path) -> Iterator[Callable[[], WorkloadControllerProcess]]:
+    """`start_jobset_controller()`: the real JobSet controller, as the LWS one."""
+    yield from _controller_fixture(JOBSET, local_cluster, tmp_path)
+
+
+@pytest.fixture
+def start_mpi_operator(local_cluster: LocalCluster,
+                       tmp_path: Path) -> Iterator[Callable[[], MpiOperator]]:
+    """`start_mpi_operator()`: the real MPI operator (no gang-scheduling flag), stopped
+    after."""
+    started: list[OperatorProcess] = []
+
+    def start() -> MpiOperator:
+        operator = MpiOperator(local_cluster, tmp_path / f"mpi-{len(started)}",
                                log=lambda _: None)
         started.append(operator)
         return operator.start()

@@ -116,7 +116,7 @@ def test_shipped_rbac_is_enough_and_no_more(local_cluster: LocalCluster, kube: K
     with InvariantWatcher(kube, [namespace], released_by(service)) as watcher:
         try:
             assert service.start(sync_timeout=30), "the ServiceAccount could not list and watch"
-            make_node("rbac-a", cpu="4")
+            make_node("rbac-a", cpu="6")
             create_podgroup(kube, namespace, "g", 3)
             for i in range(3):
                 create_pod(kube, namespace, pod_body(f"m{i}", scheduler=name, group="g"))
@@ -125,6 +125,17 @@ def test_shipped_rbac_is_enough_and_no_more(local_cluster: LocalCluster, kube: K
                 f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups/g"
             ).get("status", {}).get("phase") == "Scheduled", what="status written as the SA")
             assert status
+            # A plain Job's gang: its PodGroup derived and written as the ServiceAccount.
+            kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain"},
+                "spec": {"parallelism": 2, "template": {"spec": {
+                    **pod_body("plain", scheduler=name)["spec"], "restartPolicy": "Never"}}}})
+            wait_until(lambda: sum(1 for p in kube.get(
+                f"/api/v1/namespaces/{namespace}/pods",
+                labelSelector="batch.kubernetes.io/job-name=plain")["items"]
+                if p["spec"].get("nodeName")) == 2, what="the derived gang bound")
+            assert kube.get(f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}"
+                            "/podgroups/job-plain")["spec"]["minMember"] == 2
         finally:
             service.stop()
         watcher.check_settled()
@@ -137,8 +148,11 @@ def test_shipped_rbac_is_enough_and_no_more(local_cluster: LocalCluster, kube: K
         "create pods": lambda: create_pod(as_sa, namespace, pod_body("x", scheduler=name)),
         "update nodes": lambda: as_sa.patch("/api/v1/nodes/rbac-a",
                                             {"metadata": {"labels": {"x": "y"}}}),
-        "edit podgroup spec": lambda: as_sa.patch(
-            f"/apis/batch.scheduler.tencent.com/v1/namespaces/{namespace}/podgroups/g",
+        # It writes the PodGroups it derives from workloads, never the workloads.
+        "edit a workload": lambda: as_sa.patch(
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/plain", {"spec": {"parallelism": 1}}),
+        "edit another producer's podgroup": lambda: as_sa.patch(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/g",
             {"spec": {"minMember": 1}}),
         "another lease": lambda: as_sa.get(
             "/apis/coordination.k8s.io/v1/namespaces/coscheduling-system/leases/other"),

@@ -13,24 +13,29 @@ from coscheduling.localcluster import LocalCluster
 from coscheduling.localcluster.build import BuildError, GoNotFoundError
 from coscheduling.localcluster.operators import (
     TRAINING_OPERATOR_VERSION,
+    GoOperator,
     TrainingOperator,
     TrainingOperatorBuild,
+    ensure_operator,
     ensure_training_operator,
 )
 
-# Stands in for `go install` (writes $GOBIN/training-operator.v1) and `go mod download -json`
-# (answers with a module dir holding the CRDs); logs each call.
+# Stands in for `go install` (writes $GOBIN/training-operator.v1), `go build -o` (writes
+# that file) and `go mod download -json` (answers with a module dir holding the CRDs); logs
+# each call and the directory it ran in.
 FAKE_GO = """#!{python}
 import json, os, sys
 args = sys.argv[1:]
 with open({calls!r}, "a") as calls:
-    calls.write(json.dumps({{"args": args, "gobin": os.environ.get("GOBIN")}}) + "\\n")
+    calls.write(json.dumps({{"args": args, "gobin": os.environ.get("GOBIN"),
+                             "cwd": os.getcwd()}}) + "\\n")
 if os.environ.get("FAKE_GO_FAIL"):
     print("go: module lookup disabled", file=sys.stderr)
     sys.exit(1)
-if args[0] == "install":
-    os.makedirs(os.environ["GOBIN"], exist_ok=True)
-    binary = os.path.join(os.environ["GOBIN"], "training-operator.v1")
+if args[0] in ("install", "build"):
+    binary = args[args.index("-o") + 1] if args[0] == "build" else os.path.join(
+        os.environ["GOBIN"], "training-operator.v1")
+    os.makedirs(os.path.dirname(binary), exist_ok=True)
     with open(binary, "w") as out:
         out.write("#!/bin/sh\\n")
     os.chmod(binary, 0o755)
@@ -125,3 +130,19 @@ def test_flags(tmp_path: Path, gang: str | None, schemes: tuple[str, ...],
                          f"--health-probe-bind-address=127.0.0.1:{operator.probe_port}",
                          f"--webhook-server-port={operator.webhook_port}"]
     assert len(ports) == 3
+
+
+def test_an_operator_built_in_its_module_is_built_in_a_writable_copy(
+        fake_go: Path, tmp_path: Path) -> None:
+    """Some proxies serve a module's versions but not the version list `go install`
+    reads: `go build` runs in a copy of the downloaded module instead."""
+    operator = GoOperator("inmodule", "example.com/op", "./cmd/op", "1.0.0", "op-manager",
+                          "manifests/base/crds", "kubeflow.org_", "pytorchjob",
+                          in_module=True)
+    build = ensure_operator(operator, log=lambda _: None)
+    assert build.binary.is_file() and build.crd_file("pytorchjob").is_file()
+    log = [json.loads(line) for line in fake_go.read_text().splitlines()]
+    download, compile_ = (entry["args"] for entry in log)
+    assert download[:3] == ["mod", "download", "-json"]
+    assert compile_[0] == "build" and compile_[-1] == "./cmd/op"
+    assert log[1]["cwd"].endswith("/module") and log[1]["cwd"] != str(tmp_path / "module")

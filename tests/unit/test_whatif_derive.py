@@ -125,3 +125,67 @@ def test_bad_manifests_name_the_field(manifest: bytes, field: str) -> None:
     with pytest.raises(ManifestError) as caught:
         derive(manifest)
     assert caught.value.path == field, str(caught.value)
+
+
+def test_jobset_is_the_group_the_scheduler_derives() -> None:
+    def replicated(name: str, pods: int) -> dict[str, object]:
+        return {"name": name, "replicas": 1,
+                "template": {"spec": {"parallelism": pods, "completions": pods,
+                                      "template": TEMPLATE}}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "pt"},
+              "spec": {"replicatedJobs": [replicated("driver", 1), replicated("workers", 4)]}}
+    derived = derive(dump(jobset), "team")
+    assert derived.group is not None and derived.group["metadata"]["name"] == "jobset-pt"
+    assert derived.group["spec"] == {"minMember": 5, "subGroups": [
+        {"name": "driver", "minMember": 1}, {"name": "workers", "minMember": 4}]}
+    roles = [parse_pod(p).membership.role for p in derived.pods]
+    assert roles == ["driver"] + ["workers"] * 4
+    assert {parse_pod(p).group_key for p in derived.pods} == {"team/jobset-pt"}
+
+
+def test_leaderworkerset_places_one_replica_of_its_size() -> None:
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "serve", "annotations": {
+               "batch.scheduler.tencent.com/queue": "inference"}},
+           "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3,
+                                                            "workerTemplate": TEMPLATE}}}
+    derived = derive(dump(lws), "team")
+    assert [p["metadata"]["name"] for p in derived.pods] == ["serve-0", "serve-0-1", "serve-0-2"]
+    assert derived.group is not None and derived.group["spec"] == {"minMember": 3,
+                                                                   "queue": "inference"}
+    assert derived.notes == ["each of the 2 replicas is a gang of its own; this places one"]
+
+
+def test_a_malformed_override_is_refused_naming_the_annotation() -> None:
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "serve", "annotations": {
+               "batch.scheduler.tencent.com/min-member": "all"}},
+           "spec": {"leaderWorkerTemplate": {"size": 3, "workerTemplate": TEMPLATE}}}
+    with pytest.raises(ManifestError) as caught:
+        derive(dump(lws), "team")
+    assert caught.value.path == "metadata.annotations[batch.scheduler.tencent.com/min-member]"
+
+
+def test_mpijob_is_its_launcher_and_workers() -> None:
+    mpijob = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "pi"},
+              "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": TEMPLATE},
+                                           "Worker": {"replicas": 2, "template": TEMPLATE}}}}
+    derived = derive(dump(mpijob), "team")
+    assert [p["metadata"]["name"] for p in derived.pods] == [
+        "pi-launcher-0", "pi-worker-0", "pi-worker-1"]
+    assert derived.group is not None and derived.group["spec"] == {"minMember": 3, "subGroups": [
+        {"name": "launcher", "minMember": 1}, {"name": "worker", "minMember": 2}]}
+    assert {parse_pod(p).group_key for p in derived.pods} == {"team/mpijob-pi"}
+
+
+def test_a_jobs_overrides_shape_its_gang_as_the_scheduler_derives_it() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+               "name": "j", "annotations": {"batch.scheduler.tencent.com/min-member": "2",
+                                            "batch.scheduler.tencent.com/queue": "team-a"}},
+           "spec": {"parallelism": 4, "template": TEMPLATE}}
+    derived = derive(dump(job), "team")
+    assert len(derived.pods) == 4
+    assert derived.group is not None and derived.group["spec"] == {"minMember": 2,
+                                                                   "queue": "team-a"}
+    assert derived.notes == ["no group named: 4 pods as one gang of minMember 2"]

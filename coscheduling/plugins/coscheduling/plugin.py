@@ -260,10 +260,10 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         cache = self.handle.cache
         occupant = occupied_by(group, cache.group_pods(group.key), lambda p: bool(
             p.node_name or cache.assumed_node(p.key) or cache.claimed_node(p.key)))
-        if occupant and _uid(pod.owner) != _uid(occupant):
+        if occupant and _uid(pod.gang_owner) != _uid(occupant):
             return Status.unresolvable(
                 f'PodGroup "{group.key}" is occupied by {occupant}; this pod belongs '
-                f"to {pod.owner or 'no controller'}, so it may not join the group")
+                f"to {pod.gang_owner or 'no controller'}, so it may not join the group")
         return None
 
     def _waiting(self, pod: Pod, group: PodGroup, counts: GangCounts) -> Status | None:

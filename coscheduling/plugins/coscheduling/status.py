@@ -222,8 +222,8 @@ def occupied_by(group: PodGroup, members: Sequence[Pod], placed: Callable[[Pod],
     and claimed members as placed, so a second owner is refused before that write."""
     if group.occupied_by:
         return group.occupied_by
-    owned = [p for p in members if p.owner and not p.deleting and placed(p)]
-    return min(owned, key=lambda p: (p.created, p.key)).owner if owned else ""
+    owned = [p for p in members if p.gang_owner and not p.deleting and placed(p)]
+    return min(owned, key=lambda p: (p.created, p.key)).gang_owner if owned else ""
 
 
 def room_for(wanted: Mapping[str, int], nodes: Iterable[NodeInfo],
