@@ -123,9 +123,14 @@ GANG_STS = Workload("apps/v1", "StatefulSet", "ns", "db2", "uid-db2", annotation
 PLAIN_RS = _object("apps/v1", "ReplicaSet", "web-1")
 DEPLOYMENT = Workload("apps/v1", "Deployment", "ns", "web", "uid-web", annotations=OPTED_IN)
 DEPLOYMENT_RS = _object("apps/v1", "ReplicaSet", "web-2", _ref(DEPLOYMENT))
+# Kubeflow Trainer v2: a TrainJob (a kind never derived, not cached) owns its JobSet.
+TRAINJOB_REF = OwnerRef("trainer.kubeflow.org/v1alpha1", "TrainJob", "llm", "uid-llm")
+TRAIN_JOBSET = _object("jobset.x-k8s.io/v1alpha2", "JobSet", "llm", TRAINJOB_REF)
+TRAIN_JOB = _object("batch/v1", "Job", "llm-node-0", _ref(TRAIN_JOBSET))
 CACHE = {workload_key(w.kind, w.namespace, w.name): w
          for w in (LWS, LEADER_STS, LEADER, WORKER_STS, JOBSET, JOBSET_JOB, CRON, CRON_JOB,
-                   PLAIN_STS, GANG_STS, PLAIN_RS, DEPLOYMENT, DEPLOYMENT_RS)}
+                   PLAIN_STS, GANG_STS, PLAIN_RS, DEPLOYMENT, DEPLOYMENT_RS, TRAIN_JOBSET,
+                   TRAIN_JOB)}
 
 
 @pytest.mark.parametrize(("owner", "labels", "key", "role"), [
@@ -133,6 +138,8 @@ CACHE = {workload_key(w.kind, w.namespace, w.name): w
     (_ref(LEADER_STS), {lws.GROUP_INDEX_LABEL: "1"}, "ns/lws-serve-1", ""),  # its leader
     (_ref(JOBSET_JOB), {jobset.REPLICATED_JOB_LABEL: "workers"}, "ns/jobset-pt", "workers"),
     (_ref(CRON_JOB), {}, "ns/job-nightly-1", ""),  # each run of a CronJob is its own gang
+    # a TrainJob's node pods: the JobSet it runs as is the gang (the walk stops below it)
+    (_ref(TRAIN_JOB), {jobset.REPLICATED_JOB_LABEL: "node"}, "ns/jobset-llm", "node"),
     (_ref(PLAIN_STS), {}, "", ""),  # a StatefulSet that did not opt in: a plain pod
     (_ref(GANG_STS), {}, "ns/statefulset-db2", ""),  # one that did
     (_ref(PLAIN_RS), {}, "", ""),  # a ReplicaSet of no Deployment
