@@ -252,6 +252,29 @@ def test_each_value_renders_where_it_should(helm: Path, tmp_path: Path) -> None:
     assert not {"nodeSelector", "tolerations", "affinity", "imagePullSecrets"} & set(plain)
 
 
+def _scheduler_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    role = next(o for o in objects
+                if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "coscheduling")
+    return list(role["rules"])
+
+
+def test_scale_ups_bring_their_permissions(helm: Path, tmp_path: Path) -> None:
+    """With the Coscheduling args' scaleUp enabled in config.pluginConfig, the scheduler's
+    role may write what a scale-up writes (PodTemplates, ProvisioningRequests, its members'
+    annotations, the nodes' scale-down guard); without it, none of that."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"config": {"pluginConfig": [
+        {"name": "Coscheduling", "args": {"scaleUp": {"enabled": True}}}]}}))
+    scale_up = [{"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["create", "delete"]},
+                {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"],
+                 "verbs": ["get", "create", "delete"]},
+                {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["patch"]}]
+    enabled = _scheduler_rules(render(helm, "ns", extra=("-f", str(path))))
+    default = _scheduler_rules(render(helm, "ns"))
+    assert enabled == default + scale_up
+    assert not any(r in default for r in scale_up)
+
+
 def test_monitoring_crds_and_cert_manager_render(helm: Path) -> None:
     objects = render(helm, "monitoring", "metrics.serviceMonitor.enabled=true",
                      "metrics.serviceMonitor.labels.release=kps",

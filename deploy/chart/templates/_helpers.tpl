@@ -49,3 +49,10 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- $_ := set $meta "labels" (merge (include "coscheduling.labels" .top | fromYaml) ($meta.labels | default dict)) -}}
 {{ toYaml $crd }}
 {{- end }}
+
+{{/* "true" when config.pluginConfig enables the Coscheduling args' scaleUp (its RBAC follows). */}}
+{{- define "coscheduling.scaleUp" -}}
+{{- range ((.Values.config).pluginConfig | default list) -}}
+{{- if and (eq (.name | default "") "Coscheduling") (((.args).scaleUp).enabled) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
