@@ -6,13 +6,15 @@ Nodes are API objects without kubelets: bound pods stay Pending, which is all a 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+import pytest
 
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.commands.explain import explain
-from coscheduling.kubectl_gang import list_rows
+from coscheduling.kubectl_gang import gangs_of, read_snapshot
 from tests.integration.kube import pod_condition, wait_until
 
 StartScheduler = Callable[..., Any]
@@ -89,8 +91,8 @@ def test_job_of_four_on_room_for_three_binds_none_then_all_four(
     wait_until(lambda: len(bound(job_pods(kube, namespace, "train"))) == 4,
                what="all 4 pods bound")
     # `kubectl gang list` shows the derived group with its pods placed.
-    wait_until(lambda: [r[4] for r in list_rows(kube, namespace, time.time())
-                        if r[1] == "job-train"] == ["4/4"], what="kubectl gang list: 4/4")
+    wait_until(lambda: [(g.placed, g.min_member) for g in gangs_of(read_snapshot(
+        kube, namespace, "")) if g.name == "job-train"] == [(4, 4)], what="kubectl gang list: 4/4")
 
     # No kubelet: the pods' success is written here, as a kubelet would report it.
     for pod in job_pods(kube, namespace, "train"):
@@ -271,31 +273,6 @@ def mpi_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]
     return list(answer.get("items") or ())
 
 
-def test_mpijob_launcher_and_workers_are_one_gang(
-    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
-    start_mpi_operator: Callable[[], Any],
-) -> None:
-    sched = start_scheduler()
-    start_mpi_operator()
-    make_node("dm-a", cpu="2")  # room for 2 of the 3 pods
-    kube.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs",
-                mpijob("pi", sched.name, workers=2))
-
-    group = wait_until(lambda: podgroup(kube, namespace, "mpijob-pi"),
-                       what="the PodGroup derived from the MPIJob")
-    assert group["spec"]["subGroups"] == [{"name": "launcher", "minMember": 1},
-                                          {"name": "worker", "minMember": 2}]
-    pods = wait_until(lambda: len(mpi_pods(kube, namespace, "pi")) == 3
-                      and mpi_pods(kube, namespace, "pi"), what="the launcher and 2 workers")
-    wait_until(lambda: _unschedulable(kube, namespace, pods),
-               what="every pod's failed attempt (PodScheduled=False)")
-    assert bound(mpi_pods(kube, namespace, "pi")) == {}
-
-    make_node("dm-b", cpu="1")
-    wait_until(lambda: len(bound(mpi_pods(kube, namespace, "pi"))) == 3,
-               what="all 3 pods bound")
-
-
 def ray_cluster(name: str, scheduler: str, *, workers: int, cpu: str = "1") -> dict[str, Any]:
     """A RayCluster of a head and a worker group of ``workers`` (all of them its minimum),
     without KubeRay's gang label: the gang is derived."""
@@ -317,28 +294,56 @@ def ray_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]
     return list(answer.get("items") or ())
 
 
-def test_raycluster_without_the_batch_scheduler_flag_is_one_gang(
-    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
-    start_ray_operator: Callable[..., Any],
-) -> None:
-    sched = start_scheduler()
-    start_ray_operator(None)
-    make_node("dr-a", cpu="2")  # room for 2 of the 3 pods
-    kube.create(f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
-                ray_cluster("ray", sched.name, workers=2))
+@dataclass(frozen=True)
+class OperatorGang:
+    """A workload an operator turns into pods of several roles, each test's way of making it."""
 
-    group = wait_until(lambda: podgroup(kube, namespace, "raycluster-ray"),
-                       what="the PodGroup derived from the RayCluster")
-    assert group["spec"]["subGroups"] == [{"name": "headgroup", "minMember": 1},
-                                          {"name": "workers", "minMember": 2}]
-    pods = wait_until(lambda: len(ray_pods(kube, namespace, "ray")) == 3
-                      and ray_pods(kube, namespace, "ray"), what="the head and 2 workers")
+    operator: str  # the fixture that starts the operator (it takes no argument but one)
+    operator_args: tuple[Any, ...]
+    plural: str  # where the workload is created
+    manifest: Callable[..., dict[str, Any]]
+    group: str
+    subgroups: list[dict[str, Any]]
+    pods: Callable[[KubeClient, str, str], list[dict[str, Any]]]
+
+
+OPERATOR_GANGS = {
+    # An MPIJob v2: the launcher and 2 workers, as the MPI operator starts them.
+    "mpijob": OperatorGang("start_mpi_operator", (), "/apis/kubeflow.org/v2beta1/namespaces/"
+                           "{ns}/mpijobs", mpijob, "mpijob-x",
+                           [{"name": "launcher", "minMember": 1},
+                            {"name": "worker", "minMember": 2}], mpi_pods),
+    # A RayCluster without KubeRay's batch-scheduler flag: head + the workers' minimum.
+    "raycluster": OperatorGang("start_ray_operator", (None,), "/apis/ray.io/v1/namespaces/"
+                               "{ns}/rayclusters", ray_cluster, "raycluster-x",
+                               [{"name": "headgroup", "minMember": 1},
+                                {"name": "workers", "minMember": 2}], ray_pods),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OPERATOR_GANGS))
+def test_an_operators_workload_is_one_gang(
+    kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+    request: pytest.FixtureRequest, kind: str,
+) -> None:
+    """Room for 2 of its 3 pods binds none of them; a node added, all 3."""
+    case = OPERATOR_GANGS[kind]
+    sched = start_scheduler()
+    request.getfixturevalue(case.operator)(*case.operator_args)
+    make_node(f"d{kind}-a", cpu="2")
+    kube.create(case.plural.format(ns=namespace), case.manifest("x", sched.name, workers=2))
+
+    group = wait_until(lambda: podgroup(kube, namespace, case.group),
+                       what=f"the PodGroup derived from the {kind}")
+    assert group["spec"]["subGroups"] == case.subgroups
+    pods = wait_until(lambda: len(case.pods(kube, namespace, "x")) == 3
+                      and case.pods(kube, namespace, "x"), what="its 3 pods")
     wait_until(lambda: _unschedulable(kube, namespace, pods),
                what="every pod's failed attempt (PodScheduled=False)")
-    assert bound(ray_pods(kube, namespace, "ray")) == {}
+    assert bound(case.pods(kube, namespace, "x")) == {}
 
-    make_node("dr-b", cpu="1")
-    wait_until(lambda: len(bound(ray_pods(kube, namespace, "ray"))) == 3,
+    make_node(f"d{kind}-b", cpu="1")
+    wait_until(lambda: len(bound(case.pods(kube, namespace, "x"))) == 3,
                what="all 3 pods bound")
 
 
