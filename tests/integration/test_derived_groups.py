@@ -294,6 +294,23 @@ def ray_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]
     return list(answer.get("items") or ())
 
 
+def ray_job(name: str, scheduler: str, *, workers: int, cpu: str = "1") -> dict[str, Any]:
+    """A RayJob whose cluster is :func:`ray_cluster`'s: KubeRay makes the RayCluster (owned by
+    the RayJob) and its pods; the submitter waits for a ready head, which no kubelet gives."""
+    cluster = ray_cluster(name, scheduler, workers=workers, cpu=cpu)
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name},
+            "spec": {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": cluster["spec"]}}
+
+
+def ray_job_pods(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The pods of the RayCluster(s) the RayJob ``name`` owns."""
+    clusters = kube.get(f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters")["items"]
+    owned = [c["metadata"]["name"] for c in clusters
+             if any(o.get("kind") == "RayJob" and o.get("name") == name
+                    for o in c["metadata"].get("ownerReferences") or ())]
+    return [p for cluster in owned for p in ray_pods(kube, namespace, cluster)]
+
+
 @dataclass(frozen=True)
 class OperatorGang:
     """A workload an operator turns into pods of several roles, each test's way of making it."""
@@ -318,6 +335,11 @@ OPERATOR_GANGS = {
                                "{ns}/rayclusters", ray_cluster, "raycluster-x",
                                [{"name": "headgroup", "minMember": 1},
                                 {"name": "workers", "minMember": 2}], ray_pods),
+    # A RayJob the same way: its cluster's head + workers are the RayJob's gang.
+    "rayjob": OperatorGang("start_ray_operator", (None,), "/apis/ray.io/v1/namespaces/"
+                           "{ns}/rayjobs", ray_job, "rayjob-x",
+                           [{"name": "headgroup", "minMember": 1},
+                            {"name": "workers", "minMember": 2}], ray_job_pods),
 }
 
 
