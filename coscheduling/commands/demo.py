@@ -27,7 +27,7 @@ from coscheduling.commands.explain import explain
 from coscheduling.localcluster import LocalCluster, ensure_binaries
 from coscheduling.localcluster.launcher import free_ports
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 NAMESPACES = ("demo-seed000", "demo-seed001", "demo-seed004", "demo-topology",
               "demo-kube-batch", "demo-roles", "demo-dra", "demo-derived")

@@ -604,6 +604,8 @@ class LocalCluster:
             },
             "real_nodes": self.real_nodes.records() if self.real_nodes else [],
         }
+        if not self.workdir.is_dir():
+            return  # removed under it (a caller's temporary folder): stopping goes on
         path = self.workdir / STATE_FILE
         partial = path.with_suffix(".json.partial")
         partial.write_text(json.dumps(state, indent=2) + "\n")
