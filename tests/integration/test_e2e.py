@@ -275,7 +275,7 @@ class PartialWatch:
 def test_the_other_replica_takes_over_when_the_leader_is_deleted(
     release: str, kube: KubeClient, users: str,
 ) -> None:
-    """Gangs arrive before and while the leader's pod is deleted; the other replica holds
+    """Gangs arrive before and while the leader's pod is deleted; another replica holds
     the Lease within its duration (plus one retry); no gang is seen partly bound for longer
     than its binds take (the old leader finishes a released gang's binds before it hands the
     Lease back), and all are placed in the end."""
@@ -306,7 +306,9 @@ def test_the_other_replica_takes_over_when_the_leader_is_deleted(
     took = time.monotonic() - deleted
     print(f"\n[e2e] leader {leader} deleted: {_holder(kube)} leads {took:.1f}s later "
           f"(lease {LEASE_DURATION:.0f}s)", file=sys.stderr)
-    assert _holder(kube) == other
+    # The other replica, or the Deployment's replacement of the deleted pod when it starts
+    # first: either is a live replica that was not the leader.
+    assert _holder(kube) in {other} | {p["metadata"]["name"] for p in _scheduler_pods(kube)}
     assert took <= LEASE_DURATION + RETRY_PERIOD, took
 
     def all_placed() -> bool:
@@ -356,6 +358,10 @@ def test_whatif_through_port_forward_over_mutual_tls(
     """`kubectl gang whatif` at the leader's gRPC port, forwarded by `kubectl port-forward`,
     verifying the chart's server certificate as localhost and as 127.0.0.1, with the
     chart's client pair (README: the Secret coscheduling-grpc-client)."""
+    # The leader may be a replica whose pod the kubelet has not reported Running yet (it
+    # led within a second of starting); port-forward needs it Running.
+    wait_until(lambda: _ready_replicas(kube, 2), timeout=POD_TIMEOUT,
+               what="both scheduler replicas Running and Ready")
     secret = kube.get(f"/api/v1/namespaces/{release}/secrets/coscheduling-grpc-client")
     for key, value in secret["data"].items():
         (tmp_path / key).write_bytes(base64.b64decode(value))
