@@ -72,16 +72,16 @@ def _condition(group: dict[str, Any], kind: str) -> dict[str, Any]:
     return found[0] if found else {}
 
 
-class Timeline:
-    """What the gang's status and its request said, each change once, in order."""
+class Poller:
+    """A thread that calls :meth:`poll` every ``interval`` seconds while the block runs."""
 
-    def __init__(self, kube: KubeClient, namespace: str, group: str) -> None:
-        self.kube, self.namespace, self.group = kube, namespace, group
-        self.seen: list[str] = []
+    interval = 0.2
+
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Timeline:
+    def __enter__(self) -> Poller:
         self._thread.start()
         return self
 
@@ -90,21 +90,38 @@ class Timeline:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        started = time.monotonic()
-        while not self._stop.wait(0.2):
-            group = _group(self.kube, self.namespace, self.group)
-            status = group.get("status") or {}
-            request = status.get("provisioningRequest") or {}
-            scale = _condition(group, "ScaleUp")
-            bound = sum(1 for p in list_pods(self.kube, self.namespace)
-                        if p["spec"].get("nodeName")
-                        and (p["metadata"].get("labels") or {}).get(
-                            "group.batch.scheduler.tencent.com") == self.group)
-            line = (f"phase={status.get('phase', '')} request={request.get('name', '-')}:"
-                    f"{request.get('state', '-')} ScaleUp={scale.get('status', '-')}/"
-                    f"{scale.get('reason', '-')} bound={bound}")
-            if not self.seen or self.seen[-1].split("] ", 1)[1] != line:
-                self.seen.append(f"[{time.monotonic() - started:5.1f}s] {line}")
+        while not self._stop.wait(self.interval) and self.poll():
+            pass
+
+    def poll(self) -> bool:
+        """One look; False ends the polling."""
+        raise NotImplementedError
+
+
+class Timeline(Poller):
+    """What the gang's status and its request said, each change once, in order."""
+
+    def __init__(self, kube: KubeClient, namespace: str, group: str) -> None:
+        super().__init__()
+        self.kube, self.namespace, self.group = kube, namespace, group
+        self.seen: list[str] = []
+        self._started = time.monotonic()
+
+    def poll(self) -> bool:
+        group = _group(self.kube, self.namespace, self.group)
+        status = group.get("status") or {}
+        request = status.get("provisioningRequest") or {}
+        scale = _condition(group, "ScaleUp")
+        bound = sum(1 for p in list_pods(self.kube, self.namespace)
+                    if p["spec"].get("nodeName")
+                    and (p["metadata"].get("labels") or {}).get(
+                        "group.batch.scheduler.tencent.com") == self.group)
+        line = (f"phase={status.get('phase', '')} request={request.get('name', '-')}:"
+                f"{request.get('state', '-')} ScaleUp={scale.get('status', '-')}/"
+                f"{scale.get('reason', '-')} bound={bound}")
+        if not self.seen or self.seen[-1].split("] ", 1)[1] != line:
+            self.seen.append(f"[{time.monotonic() - self._started:5.1f}s] {line}")
+        return True
 
 
 def _in_cache(sched: Any, namespace: str, name: str) -> None:
@@ -115,27 +132,20 @@ def _in_cache(sched: Any, namespace: str, name: str) -> None:
                            for p in cache.pods()), what=f"{name} in the scheduler's cache")
 
 
-class Vanishing:
+class Vanishing(Poller):
     """When an object was first seen gone (epoch seconds, 0 while it exists)."""
 
+    interval = 0.1
+
     def __init__(self, kube: KubeClient, path: str) -> None:
+        super().__init__()
         self.kube, self.path, self.at = kube, path, 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Vanishing:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            if not exists(self.kube, self.path):
-                self.at = time.time()
-                return
+    def poll(self) -> bool:
+        if not exists(self.kube, self.path):
+            self.at = time.time()
+            return False
+        return True
 
 
 def test_gang_gets_the_nodes_it_needs_in_one_request_and_binds_whole(
