@@ -49,6 +49,7 @@ from .processes import (
     free_ports,
     log_tail,
     process_start_time,
+    threads_stopped,
     wait_gone,
 )
 from .realnodes import RealNodes, node_address, stop_recorded_nodes
@@ -367,17 +368,33 @@ class LocalCluster:
             process.wait()
 
     def pause_component(self, name: str) -> None:
-        """Freeze one component with SIGSTOP (it keeps its sockets but stops answering)."""
-        self._signal(name, signal.SIGSTOP)
+        """Freeze one component with SIGSTOP (it keeps its sockets but stops answering).
+
+        Returns once every thread is stopped: a signal's group stop reaches the threads one
+        by one, and one still running could answer a request sent right after the kill.
+        """
+        pid = self._signal(name, signal.SIGSTOP)
+        self._wait_threads(pid, stopped=True)
 
     def resume_component(self, name: str) -> None:
-        self._signal(name, signal.SIGCONT)
+        pid = self._signal(name, signal.SIGCONT)
+        self._wait_threads(pid, stopped=False)
 
-    def _signal(self, name: str, signum: signal.Signals) -> None:
+    def _signal(self, name: str, signum: signal.Signals) -> int:
         process = self._component(name).process
         if process is None or process.poll() is not None:
             raise RuntimeError(f"{name} is not running")
         os.kill(process.pid, signum)
+        return process.pid
+
+    @staticmethod
+    def _wait_threads(pid: int, *, stopped: bool, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while threads_stopped(pid) != stopped:
+            if time.monotonic() > deadline:
+                state = "stopped" if stopped else "running"
+                raise RuntimeError(f"pid {pid}'s threads not all {state} after {timeout} s")
+            time.sleep(0.01)
 
     def _component(self, name: str) -> _Component:
         try:

@@ -3,6 +3,7 @@ told from a recycled pid), children that die with their parent, log tails for er
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import random
@@ -19,6 +20,7 @@ __all__ = [
     "log_tail",
     "pid_alive",
     "process_start_time",
+    "threads_stopped",
     "wait_gone",
 ]
 
@@ -81,6 +83,16 @@ def process_start_time(pid: int) -> int | None:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()
     return None if fields[0] == "Z" else int(fields[19])
+
+
+def threads_stopped(pid: int) -> bool:
+    """True when every thread of `pid` is stopped by a signal (state T in its stat)."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread may end while we read
+            stat = (task / "stat").read_text()
+            states.append(stat[stat.rindex(")") + 2])
+    return bool(states) and all(state == "T" for state in states)
 
 
 def pid_alive(pid: int) -> bool:
