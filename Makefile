@@ -1,11 +1,11 @@
-# coscheduling: make test (what CI runs), make demo (the main job on a local control plane).
+# coscheduling: make test and make test-real (what CI runs), make demo (the main job).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
-.PHONY: all venv lock image-context test unit integration lint proto proto-check cluster \
+.PHONY: all venv lock image-context test test-real unit integration lint proto proto-check cluster \
 	cluster-down demo clean node-packages image image-packages e2e krew-archive helm
 
 all: test
@@ -89,11 +89,19 @@ if [ -n "$$missing" ]; then \
 else echo "$(1): installed: $(2)"; fi
 endef
 
-# Every test, the real-control-plane ones included. The first run builds etcd,
-# kube-apiserver and kube-controller-manager from Go modules (several minutes, cached).
+# The unit tests and the real-control-plane integration tests, but those marked `real` (real
+# containers on kubelets, operators built from Go modules: `make test-real`). The first run
+# builds etcd, kube-apiserver and kube-controller-manager from Go modules (several minutes,
+# cached). CI runs both targets.
 test: $(STAMP) node-packages
 	$(PY) -m coscheduling.localcluster
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q -m "not real"
+
+# The tests marked `real` (tests/integration/conftest.py, REAL_RUN_FILES): kubelets running
+# containers, the scheduler's image and chart end to end, and the operators and workload
+# controllers built from Go modules (about 10 minutes past the builds).
+test-real: $(STAMP) node-packages image-packages
+	$(PY) -m pytest tests -q -m real
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
@@ -101,7 +109,7 @@ unit: $(STAMP)
 integration: $(STAMP) node-packages
 	$(PY) -m pytest tests/integration -q
 
-# End to end on real nodes, alone (`make test`, and so CI, runs it too: about 2.5 minutes past
+# End to end on real nodes, alone (`make test-real`, and so CI, runs it too: about 2.5 minutes past
 # the builds): a control plane of its own with kube-scheduler, kube-proxy and three kubelets; the scheduler's image
 # (built by the test, reused when built) imported into their containerd; the chart installed
 # with its defaults; a gang all or nothing, a leader lost, a what-if through port-forward, an

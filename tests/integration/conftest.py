@@ -39,11 +39,29 @@ INTEGRATION_DIR = Path(__file__).resolve().parent
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
+# Files whose tests run real containers (kubelets, the scheduler's image) or operators built
+# from Go modules: marked `real`, so `make test` leaves them to `make test-real` (CI runs both).
+REAL_RUN_FILES = frozenset(
+    {
+        "test_derived_groups.py",  # LWS, JobSet, MPI operator, KubeRay controllers
+        "test_e2e.py",  # the image and the chart on three kubelets
+        "test_image.py",  # builds the scheduler's image
+        "test_kuberay.py",  # the KubeRay operator
+        "test_real_dra.py",  # a DRA driver on a kubelet
+        "test_real_nodes.py",  # kubelets, containerd
+        "test_training_operator.py",  # the Kubeflow training operator
+    }
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test under tests/integration as `integration`."""
+    """Mark every test under tests/integration as `integration`, and those of REAL_RUN_FILES
+    as `real` too."""
     for item in items:
         if item.path.is_relative_to(INTEGRATION_DIR):
             item.add_marker(pytest.mark.integration)
+            if item.path.name in REAL_RUN_FILES:
+                item.add_marker(pytest.mark.real)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
