@@ -75,6 +75,12 @@ def _node(kube: KubeClient, name: str, cpu: str, labels: dict[str, str],
     kube.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints or None}})
 
 
+def _apply_example(kubeconfig: Path, example: str) -> None:
+    """Apply one file of examples/, saying so as a user would type it."""
+    _say(f"== kubectl apply -f examples/{example}")
+    _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / example))
+
+
 def _kubectl(kubeconfig: Path, *args: str) -> None:
     subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args], check=True,
                    stdout=subprocess.DEVNULL)
@@ -246,8 +252,7 @@ class Demo:
                  "resources": {"requests": {"cpu": "900m", "memory": "140Mi"}}}]}})
         for example in ("seed000-job.yaml", "seed001-race.yaml", "seed004-binpack.yaml",
                         "seed000-kube-batch.yaml"):
-            _say(f"== kubectl apply -f examples/{example}")
-            _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / example))
+            _apply_example(kubeconfig, example)
 
         _say("\n== seed 000: a Job of 6 pods, PodGroup minMember 6, 5 cpu in its nodes")
         _wait(lambda: len(_pods(kube, "demo-seed000")) == 6, 60, "the Job's 6 pods")
@@ -294,8 +299,7 @@ class Demo:
         namespace, group = "demo-derived", "job-train"
         _say("== a plain Job of 4 pods, no PodGroup, no group label, room for 3: the gang is "
              "derived from the Job")
-        _say("== kubectl apply -f examples/derived-job.yaml")
-        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "derived-job.yaml"))
+        _apply_example(kubeconfig, "derived-job.yaml")
         with contextlib.suppress(TimeoutError):  # the check below names what is missing
             _wait(lambda: len(_pods(kube, namespace)) == 4
                   and all("cannot be placed" in _why(p) for p in _pods(kube, namespace)),
@@ -324,8 +328,7 @@ class Demo:
              "80Gi, dra-b 1), as a GPU driver would")
         for node, count in (("dra-a", 3), ("dra-b", 1)):
             kube.create("/apis/resource.k8s.io/v1/resourceslices", _gpu_slice(node, count))
-        _say("== kubectl apply -f examples/dra-gpu-gang.yaml")
-        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "dra-gpu-gang.yaml"))
+        _apply_example(kubeconfig, "dra-gpu-gang.yaml")
         self._expect("DRA gang of 4 runs on 3 + 1 devices, one claim per worker",
                      lambda: sorted(_bound(kube, "demo-dra", "gpu-train"))
                      == ["dra-a", "dra-a", "dra-a", "dra-b"] and _allocated(kube) == 4,
@@ -355,15 +358,13 @@ class Demo:
 
     def _topology(self, kube: KubeClient, kubeconfig: Path) -> None:
         _say("== topology: gangs placed whole inside one rack (spec.topology, Required)")
-        _say("== kubectl apply -f examples/topology-train.yaml")
-        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "topology-train.yaml"))
+        _apply_example(kubeconfig, "topology-train.yaml")
         self._expect("topology gang lands in the one rack that holds it",
                      lambda: len(_bound(kube, "demo-topology", "train")) == 4
                      and set(_bound(kube, "demo-topology", "train")) <= {"rack2-a", "rack2-b"},
                      f"4/4 bound, all in {RACK}=r2")
         _settled(kube, "demo-topology", "train", 4)
-        _say("== kubectl apply -f examples/topology-eval.yaml")
-        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "topology-eval.yaml"))
+        _apply_example(kubeconfig, "topology-eval.yaml")
         with contextlib.suppress(TimeoutError):  # the check below names what is missing
             _wait(lambda: "topology Required" in _group_note(kube, "demo-topology", "eval")
                   and all("topology Required" in _why(p)
@@ -380,8 +381,7 @@ class Demo:
         namespace, group = "demo-roles", "tf-ps-worker"
         _say("== per-role minimums (spec.subGroups): ps 1 and worker 4, room for 5 pods, "
              "only 3 workers created")
-        _say("== kubectl apply -f examples/roles-ps-worker.yaml")
-        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "roles-ps-worker.yaml"))
+        _apply_example(kubeconfig, "roles-ps-worker.yaml")
         with contextlib.suppress(TimeoutError):  # the check below names what is missing
             _wait(lambda: "worker 3/4" in _group_note(kube, namespace, group)
                   and len(_pods(kube, namespace)) == 4
@@ -392,8 +392,7 @@ class Demo:
                    not _bound(kube, namespace, group) and "worker 3/4" in note,
                    f"{len(_bound(kube, namespace, group))}/4 bound; {note or 'no verdict'}")
         _print_state(kube, namespace)
-        _say("== kubectl apply -f examples/roles-ps-worker-4th.yaml")
-        _kubectl(kubeconfig, "apply", "-f", str(EXAMPLES / "roles-ps-worker-4th.yaml"))
+        _apply_example(kubeconfig, "roles-ps-worker-4th.yaml")
         self._expect("ps/worker gang runs whole once every role has its minimum",
                      lambda: len(_bound(kube, namespace, group)) == 5, "5/5 bound")
         _settled(kube, namespace, group, 5)
