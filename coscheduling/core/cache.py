@@ -32,7 +32,11 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from cachetools import LRUCache
 
 from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
@@ -78,6 +82,38 @@ class Cache:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # The open transaction and the scopes nested in it, outermost first.
         self.scopes: list[Transaction] = []
+        # The placer's per-signature node tables computed from this cache's records (a
+        # view's tables are its own: they follow its change log, not the live one's).
+        self.node_tables: LRUCache[Hashable, Any] | None = None
+
+    def snapshot(self) -> Cache:
+        """A copy of everything this cache holds, taken under its lock, for a simulation
+        to change and throw away (``coscheduling.core.view``): node records copied,
+        indexes rebuilt from them (label keys are indexed again when first asked for),
+        its own lock, change log (numbered on from this cache's) and node tables. Costs one
+        pass over node records and pods, no filter."""
+        view = Cache()
+        with self.lock:
+            view._nodes = {name: _copy_record(info) for name, info in self._nodes.items()}
+            view._node_order = list(self._node_order)
+            view._pods = dict(self._pods)
+            view._assumed, view._claims = dict(self._assumed), dict(self._claims)
+            view._groups = {key: set(members) for key, members in self._groups.items()}
+            view._group_nodes = {key: Counter(c) for key, c in self._group_nodes.items()}
+            view._counted = dict(self._counted)
+            view._changes_base = self.change_seq
+            view._priorities = Counter(self._priorities)
+            view.namespace_labels = dict(self.namespace_labels)
+            if self.node_tables is not None:
+                view.node_tables = LRUCache(maxsize=self.node_tables.maxsize)
+        for info in view._nodes.values():
+            for pod in info.pods.values():
+                if pod.pod_affinity is not None:
+                    view._labels.account(pod, info, False, 1)
+            for pod in info.claims.values():
+                if pod.pod_affinity is not None:
+                    view._labels.account(pod, info, True, 1)
+        return view
 
     def lowest_priority(self) -> int | None:
         """The lowest priority of a pod on a node (bound or assumed); None if there is none."""
@@ -439,6 +475,20 @@ class Cache:
         self._recount(pod_key)
 
 
+def _copy_record(info: NodeInfo) -> NodeInfo:
+    """A node record of its own with the same contents (the pods' records are shared: a
+    cache replaces a pod's record, never changes it)."""
+    copy = NodeInfo(info.name, info.node)
+    copy.pods, copy.claims = dict(info.pods), dict(info.claims)
+    copy.requested, copy.claimed = dict(info.requested), dict(info.claimed)
+    copy.nonzero_cpu, copy.nonzero_memory = info.nonzero_cpu, info.nonzero_memory
+    copy.claimed_nonzero_cpu = info.claimed_nonzero_cpu
+    copy.claimed_nonzero_memory = info.claimed_nonzero_memory
+    copy.handovers, copy.ports = dict(info.handovers), dict(info.ports)
+    copy.unreadable = dict(info.unreadable)
+    return copy
+
+
 class Listers:
     """The objects scheduling reads besides nodes and pods, kept by their watches: PodGroups
     of every producer, members that finished, PriorityClasses and PodDisruptionBudgets."""
@@ -449,12 +499,31 @@ class Listers:
         self.finished: dict[str, dict[str, str]] = {}
         self.priority_classes: dict[str, int] = {}
         self.pdbs: dict[str, Budget] = {}
+        # Thread -> the made-up groups only it sees (a what-if's gang, see imagining).
+        self._imagined: dict[int, dict[str, PodGroup]] = {}
 
     def podgroup(self, key: str) -> PodGroup | None:
+        if self._imagined:
+            mine = self._imagined.get(threading.get_ident())
+            if mine is not None and key in mine:
+                return mine[key]
         return self.groups.get(key)
 
     def podgroups(self) -> dict[str, PodGroup]:
-        return self.groups
+        mine = self._imagined.get(threading.get_ident()) if self._imagined else None
+        return {**self.groups, **mine} if mine else self.groups
+
+    @contextmanager
+    def imagining(self, group: PodGroup) -> Iterator[None]:
+        """``group`` is listed for the calling thread alone until the block ends (a what-if's
+        gang on its view): the watches' groups and every other thread never see it."""
+        thread = threading.get_ident()
+        assert thread not in self._imagined, "a thread imagines one group at a time"
+        self._imagined[thread] = {group.key: group}
+        try:
+            yield
+        finally:
+            del self._imagined[thread]
 
     def finished_members(self, group_key: str) -> dict[str, str]:
         return self.finished.get(group_key, {})

@@ -243,7 +243,9 @@ class Placer:
         self.framework = framework
         self.cache = cache
         self.percentage = percentage_of_nodes_to_score
-        self._tables: LRUCache[Hashable, NodeTable] | None = (
+        # The tables live on the cache they are computed from (a simulation's view has
+        # its own): they follow that cache's change log.
+        cache.node_tables = (
             LRUCache(maxsize=signature_cache_size) if signature_cache_size > 0 else None)
         self._next_start = 0
         # Filter plugin -> its place in the profile, for the failure a node reports first.
@@ -253,7 +255,8 @@ class Placer:
               unsigned: frozenset[str] = frozenset()) -> NodeTable | None:
         """The table kept for ``signature`` (partial: of pods that ``unsigned`` plugins do
         not sign), if any (for inspection and tests)."""
-        return self._tables.get((signature, unsigned)) if self._tables is not None else None
+        tables: LRUCache[Hashable, NodeTable] | None = self.cache.node_tables
+        return tables.get((signature, unsigned)) if tables is not None else None
 
     def select(self, state: CycleState, pod: Pod,
                avoid: frozenset[str] = frozenset()) -> Choice:
@@ -273,7 +276,7 @@ class Placer:
         the nodes in ``avoid`` (a gang's search tried them); under the cache lock. A pod
         some plugins cannot sign is sampled as kube-scheduler samples, but only those
         plugins run per node: the others' answers come from a partial table."""
-        tables = self._tables
+        tables: LRUCache[Hashable, NodeTable] | None = self.cache.node_tables
         if tables is None or avoid or self.cache.claimed_node(pod.key):
             return self._sampled(state, pod, avoid=avoid)
         signature, unsigned = self.framework.split_signature(pod)
