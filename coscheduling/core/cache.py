@@ -32,11 +32,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
-
-from cachetools import LRUCache
 
 from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
@@ -82,15 +80,16 @@ class Cache:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # The open transaction and the scopes nested in it, outermost first.
         self.scopes: list[Transaction] = []
-        # The placer's per-signature node tables computed from this cache's records (a
-        # view's tables are its own: they follow its change log, not the live one's).
-        self.node_tables: LRUCache[Hashable, Any] | None = None
+        # What placement and plugins compute from this cache's records and keep current
+        # from its change log, by owner (node tables, the image index): a view starts
+        # with none of it and never sees the live cache's.
+        self.derived: dict[str, Any] = {}
 
     def snapshot(self) -> Cache:
         """A copy of everything this cache holds, taken under its lock, for a simulation
         to change and throw away (``coscheduling.core.view``): node records copied,
         indexes rebuilt from them (label keys are indexed again when first asked for),
-        its own lock, change log (numbered on from this cache's) and node tables. Costs one
+        its own lock, change log (numbered on from this cache's) and derived state. Costs one
         pass over node records and pods, no filter."""
         view = Cache()
         with self.lock:
@@ -104,8 +103,6 @@ class Cache:
             view._changes_base = self.change_seq
             view._priorities = Counter(self._priorities)
             view.namespace_labels = dict(self.namespace_labels)
-            if self.node_tables is not None:
-                view.node_tables = LRUCache(maxsize=self.node_tables.maxsize)
         for info in view._nodes.values():
             for pod in info.pods.values():
                 if pod.pod_affinity is not None:
@@ -295,13 +292,8 @@ class Cache:
 
     def label_keys(self) -> frozenset[str]:
         """The label keys the index of placed pods keeps current (a selector's first use
-        adds its keys)."""
+        adds its keys; a view's uses stay in the view)."""
         return self._labels.keys()
-
-    def forget_label_keys_but(self, kept: frozenset[str]) -> None:
-        """Stop indexing label keys other than ``kept`` (a read-only call's made-up pods
-        must not leave keys that every later placement keeps current)."""
-        self._labels.forget_keys_but(kept)
 
     def set_pod(self, pod: Pod) -> Pod | None:
         """Record a pod from the watch; returns the previous record."""

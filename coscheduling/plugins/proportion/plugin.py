@@ -256,8 +256,8 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, QueueSharePlugin):
         metrics.queue_gangs.set(float(ledger.running), name, "running")
 
     def status_of(self, name: str) -> dict[str, Any] | None:
-        with self.handle.cache.lock:
-            return self.statuses.get(name) if name in self.queues else None
+        """The status to write for queue ``name``; call under the cache lock."""
+        return self.statuses.get(name) if name in self.queues else None
 
 
 def _shares(status: Mapping[str, Any] | None) -> tuple[Any, ...]:
