@@ -84,6 +84,8 @@ class Cache:
         # from its change log, by owner (node tables, the image index): a view starts
         # with none of it and never sees the live cache's.
         self.derived: dict[str, Any] = {}
+        # Thread -> the view it simulates on (``coscheduling.core.view``); empty otherwise.
+        self.views: dict[int, Cache] = {}
 
     def snapshot(self) -> Cache:
         """A copy of everything this cache holds, taken under its lock, for a simulation

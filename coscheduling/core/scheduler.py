@@ -30,7 +30,6 @@ from coscheduling.core.cycle import Cycles
 from coscheduling.core.gangcycle import PluginsRunner
 from coscheduling.core.placement import Placer
 from coscheduling.core.queue import Activator, SchedulingQueue
-from coscheduling.core.view import RoutedCache
 from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState, settle
 from coscheduling.framework.handle import Handle
 from coscheduling.framework.interfaces import ClusterEventsPlugin, Plugin
@@ -126,8 +125,7 @@ class Scheduler:
         self.client = client
         self.reporter = reporter
         self.metrics = metrics or SchedulerMetrics()
-        # The live cache, or on a thread that simulates the view it took (core.view).
-        self.cache = RoutedCache(Cache())
+        self.cache = Cache()
         self.listers = Listers()
         self.volumes = VolumeStore()  # claims, volumes, classes, CSINodes (their watches)
         self.devices = DeviceStore()  # DeviceClasses, ResourceSlices, ResourceClaims

@@ -1,13 +1,16 @@
 """Simulations on a view of the cache, never on the live one.
 
 A what-if, and a read-only question (gRPC Filter, Score), run the scheduler's own plugins
-and placement, which read and change the cache through the same object the scheduling loop
-uses. :class:`RoutedCache` is that object: on a thread that simulates it is the view that
-thread took, everywhere else the live cache. A view is a copy of the live cache taken under
-its lock (``Cache.snapshot``: one pass over node records and pods, milliseconds), after
-which the lock is free again: the loop places and binds pods, the watches change the live
-cache, while the simulation places, claims and evicts in its view, which is dropped when it
-ends. The live cache is never changed by a simulation.
+and placement, which reach the cache through the same object the scheduling loop uses.
+:func:`simulating` takes a view of it, a copy taken under its lock (``Cache.snapshot``: one
+pass over node records and pods, milliseconds), and from then on, for the calling thread
+alone, that object *is* the view: every attribute it reads through it is the view's. The
+lock is free again meanwhile: the loop places and binds pods and the watches change the
+live cache while the simulation places, claims and evicts in its view, which is dropped
+when it ends. The live cache is never changed by a simulation.
+
+Only while some thread simulates does the live cache route its attributes by thread (its
+class is switched for :class:`_Routing` for that time): the loop pays nothing otherwise.
 
 What the plugins keep beside the cache (gang states, reservations, device and volume
 stores) is read by a simulation as it is at that moment, without the lock; the answer is
@@ -23,52 +26,42 @@ from typing import Any
 
 from coscheduling.core.cache import Cache
 
-_OWN = frozenset({"simulating", "live", "_here"})
+_get = object.__getattribute__
+_switch = threading.Lock()  # a view registered and the class switched as one step
 
 
-class RoutedCache(Cache):
-    """The live cache, or the view the calling thread simulates on (every attribute is the
-    one of that cache)."""
-
-    def __init__(self, live: Cache) -> None:  # holds nothing of its own: no Cache.__init__
-        object.__setattr__(self, "_live", live)
-        object.__setattr__(self, "_views", {})
+class _Routing(Cache):
+    """The live cache while a thread simulates: that thread reaches its view, others the
+    live cache itself."""
 
     def __getattribute__(self, name: str) -> Any:
-        if name in _OWN:
-            return object.__getattribute__(self, name)
-        views: dict[int, Cache] = object.__getattribute__(self, "_views")
-        if views:
-            view = views.get(threading.get_ident())
-            if view is not None:
-                return getattr(view, name)
-        return getattr(object.__getattribute__(self, "_live"), name)
+        view = _get(self, "views").get(threading.get_ident())
+        if view is not None:
+            return getattr(view, name)
+        return _get(self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._here(), name, value)
+        view = _get(self, "views").get(threading.get_ident())
+        object.__setattr__(view if view is not None else self, name, value)
 
-    def _here(self) -> Cache:
-        views: dict[int, Cache] = object.__getattribute__(self, "_views")
-        view = views.get(threading.get_ident())
-        return view if view is not None else object.__getattribute__(self, "_live")
 
-    @property
-    def live(self) -> Cache:
-        """The live cache, whichever thread asks."""
-        live: Cache = object.__getattribute__(self, "_live")
-        return live
-
-    @contextmanager
-    def simulating(self) -> Iterator[Cache]:
-        """A view of the live cache for the calling thread until the block ends: the lock
-        is held only while the view is taken; everything this thread then reads or changes
-        through this object is the view's."""
-        views: dict[int, Cache] = object.__getattribute__(self, "_views")
-        thread = threading.get_ident()
-        assert thread not in views, "a thread simulates on one view at a time"
-        view = self.live.snapshot()
+@contextmanager
+def simulating(cache: Cache) -> Iterator[Cache]:
+    """A view of the live ``cache`` for the calling thread until the block ends: the lock
+    is held only while the view is taken; everything this thread then reads or changes
+    through ``cache`` is the view's."""
+    views: dict[int, Cache] = _get(cache, "views")
+    thread = threading.get_ident()
+    assert thread not in views, "a thread simulates on one view at a time"
+    assert type(cache) in (Cache, _Routing), "views are taken of the live cache"
+    view = _get(cache, "snapshot")()
+    with _switch:
         views[thread] = view
-        try:
-            yield view
-        finally:
+        object.__setattr__(cache, "__class__", _Routing)
+    try:
+        yield view
+    finally:
+        with _switch:
             del views[thread]
+            if not views:
+                object.__setattr__(cache, "__class__", Cache)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
+from coscheduling.core.view import simulating
 from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState
 from coscheduling.framework.interfaces import GangReporter, GangSummary
 from coscheduling.framework.status import SUCCESS, Code, Status
@@ -110,7 +111,7 @@ class SchedulingServicer:
         view of the cache (the lock is held only to take it)."""
         arg = read_pod(request, "pod")
         self._caller("Filter", context, arg)
-        with self._s.cache.simulating():
+        with simulating(self._s.cache):
             pod = arg.resolve(self._s, watched=False)
             nodes = resolve_nodes(self._s, request.node_names, "node_names")
             state = CycleState()
@@ -121,7 +122,7 @@ class SchedulingServicer:
     def Score(self, request: Any, context: Any) -> pb.ScoreResponse:
         arg = read_pod(request, "pod")
         self._caller("Score", context, arg)
-        with self._s.cache.simulating():  # a view: the lock is held only to take it
+        with simulating(self._s.cache):  # a view: the lock is held only to take it
             pod = arg.resolve(self._s, watched=False)
             state = CycleState()
             if request.node_names:

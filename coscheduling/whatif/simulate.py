@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from coscheduling.api.membership import Membership
 from coscheduling.api.podgroups import PodGroup, gang_key
 from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.core.view import simulating
 from coscheduling.framework.interfaces import GangSimulator, GangTrial
 from coscheduling.groups import APIS
 from coscheduling.whatif.derive import Derived, ManifestError
@@ -87,7 +88,7 @@ def simulate(scheduler: Scheduler, derived: Derived) -> Answer:
     answer = Answer("", derived.source, gang_key(group.namespace, _shown(group.name),
                                                  group.tag),
                     group.min_member, len(pods), notes=list(derived.notes))
-    with scheduler.cache.simulating() as view, scheduler.listers.imagining(group):
+    with simulating(scheduler.cache) as view, scheduler.listers.imagining(group):
         for pod in pods:
             view.set_pod(pod)
         trial = simulator.trial(group, pods, preempt=True)
