@@ -48,6 +48,9 @@ from coscheduling.framework.nodeinfo import NodeInfo
 MIN_CHANGE_LOG = 4096
 CHANGE_LOG_PER_NODE = 4
 """The change log keeps max(MIN_CHANGE_LOG, CHANGE_LOG_PER_NODE * nodes) entries at most."""
+VIEW_CHANGES_APART = 1 << 40
+"""A view numbers its changes this far above the live cache's: a reader that followed one
+and asks the other about a number it never gave reads every node again."""
 
 
 class Cache:
@@ -91,7 +94,7 @@ class Cache:
         """A copy of everything this cache holds, taken under its lock, for a simulation
         to change and throw away (``coscheduling.core.view``): node records copied,
         indexes rebuilt from them (label keys are indexed again when first asked for),
-        its own lock, change log (numbered on from this cache's) and derived state. Costs one
+        its own lock, change log (numbered apart from this cache's) and derived state. Costs one
         pass over node records and pods, no filter."""
         view = Cache()
         with self.lock:
@@ -102,7 +105,7 @@ class Cache:
             view._groups = {key: set(members) for key, members in self._groups.items()}
             view._group_nodes = {key: Counter(c) for key, c in self._group_nodes.items()}
             view._counted = dict(self._counted)
-            view._changes_base = self.change_seq
+            view._changes_base = self.change_seq + VIEW_CHANGES_APART
             view._priorities = Counter(self._priorities)
             view.namespace_labels = dict(self.namespace_labels)
         for info in view._nodes.values():
@@ -143,7 +146,7 @@ class Cache:
     def changed_since(self, seq: int) -> list[str] | None:
         """Nodes changed at or after ``seq`` (may repeat), or None if the log no longer
         reaches back that far (the reader must then look at every node)."""
-        if seq < self._changes_base:
+        if not self._changes_base <= seq <= self.change_seq:  # or not this cache's number
             return None
         return self._changes[seq - self._changes_base:]
 
