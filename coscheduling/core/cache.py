@@ -16,7 +16,9 @@ is counted once (see ``NodeInfo.used``), so other pods see the node exactly as f
 and do not evict again for room that is already promised.
 
 One re-entrant lock guards the cache and everything the scheduler keeps beside it (gang
-state, waiting pods), because every decision reads all of it together.
+state, waiting pods), because every decision reads all of it together. A simulation (a
+what-if, a read-only RPC) holds it only to take a snapshot, and runs on that
+(``coscheduling.core.view``).
 
 Every change to a node's usage or to the node itself is also written to a change log, so
 per-signature node tables (``coscheduling.core.placement``) re-evaluate only the nodes that
