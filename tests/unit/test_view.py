@@ -16,11 +16,14 @@ from hypothesis import strategies as st
 from coscheduling.core.cache import Cache
 from coscheduling.core.view import simulating
 from coscheduling.framework.interfaces import GangSimulator
+from coscheduling.framework.nodeinfo import NodeInfo
 from coscheduling.whatif.derive import derive
 from coscheduling.whatif.simulate import FITS_NOW, SUFFIX, simulate
 from tests.simulation import SimCluster
 from tests.unit.test_transaction import (
+    PodSpec,
     Run,
+    World,
     build,
     check_indexes,
     fingerprint,
@@ -66,6 +69,29 @@ def test_a_view_changes_nothing_live(data: st.DataObject) -> None:
     # its own (node tables, plugins' memos): it reads every node again.
     assert live.changed_since(view.change_seq) is None
     assert view.changed_since(live.change_seq) is None
+
+
+def test_a_views_node_record_copies_every_field_and_shares_no_container() -> None:
+    """Every slot of a node record (a new one included) is copied into a view's record,
+    equal but with containers of its own (the memo of shared room starts empty)."""
+    live = build(World(2, tuple(
+        PodSpec(f"p{i}", 1, i % 2, "a", "g1" if i % 2 else "", bool(i % 2), True, state,
+                "n0") for i, state in enumerate(("bound", "assumed", "claimed", "bound"))),
+        False, ((0, (2,)),), True))
+    info = live.node("n0")
+    assert info is not None
+    info.unreadable["ns/x"] = "bad"
+    info.used("cpu")  # fills the memo
+    copy = live.snapshot().node("n0")
+    assert copy is not None
+    for name in NodeInfo.__slots__:
+        if name == "_shared_memo":
+            continue
+        value = getattr(info, name)
+        assert getattr(copy, name) == value, name
+        if isinstance(value, dict | list | set):
+            assert value and getattr(copy, name) is not value, name
+    assert copy._shared_memo is not info._shared_memo
 
 
 def _seen_by_another_thread(cache: Cache) -> dict[str, Any]:
