@@ -95,9 +95,9 @@ class Cache:
     def snapshot(self) -> Cache:
         """A copy of everything this cache holds, taken under its lock, for a simulation
         to change and throw away (``coscheduling.core.view``): node records copied,
-        indexes rebuilt from them (label keys are indexed again when first asked for),
-        its own lock, change log (numbered apart from this cache's) and derived state. Costs one
-        pass over node records and pods, no filter."""
+        indexes rebuilt from them (label keys are indexed again when first asked for), its
+        own lock, change log (numbered apart from this cache's) and derived state. Costs
+        one pass over node records and pods, no filter."""
         view = Cache()
         with self.lock:
             view._nodes = {name: _copy_record(info) for name, info in self._nodes.items()}
