@@ -16,7 +16,9 @@ is counted once (see ``NodeInfo.used``), so other pods see the node exactly as f
 and do not evict again for room that is already promised.
 
 One re-entrant lock guards the cache and everything the scheduler keeps beside it (gang
-state, waiting pods), because every decision reads all of it together.
+state, waiting pods), because every decision reads all of it together. A simulation (a
+what-if, a read-only RPC) holds it only to take a snapshot, and runs on that
+(``coscheduling.core.view``).
 
 Every change to a node's usage or to the node itself is also written to a change log, so
 per-signature node tables (``coscheduling.core.placement``) re-evaluate only the nodes that
@@ -33,6 +35,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from coscheduling.api.budgets import Budget
 from coscheduling.api.nodes import Node
@@ -46,6 +50,9 @@ from coscheduling.framework.nodeinfo import NodeInfo
 MIN_CHANGE_LOG = 4096
 CHANGE_LOG_PER_NODE = 4
 """The change log keeps max(MIN_CHANGE_LOG, CHANGE_LOG_PER_NODE * nodes) entries at most."""
+VIEW_CHANGES_APART = 1 << 40
+"""A view numbers its changes this far above the live cache's: a reader that followed one
+and asks the other about a number it never gave reads every node again."""
 
 
 class Cache:
@@ -78,6 +85,39 @@ class Cache:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # The open transaction and the scopes nested in it, outermost first.
         self.scopes: list[Transaction] = []
+        # What placement and plugins compute from this cache's records and keep current
+        # from its change log, by owner (node tables, the image index): a view starts
+        # with none of it and never sees the live cache's.
+        self.derived: dict[str, Any] = {}
+        # Thread -> the view it simulates on (``coscheduling.core.view``); empty otherwise.
+        self.views: dict[int, Cache] = {}
+
+    def snapshot(self) -> Cache:
+        """A copy of everything this cache holds, taken under its lock, for a simulation
+        to change and throw away (``coscheduling.core.view``): node records copied,
+        indexes rebuilt from them (label keys are indexed again when first asked for), its
+        own lock, change log (numbered apart from this cache's) and derived state. Costs
+        one pass over node records and pods, no filter."""
+        view = Cache()
+        with self.lock:
+            view._nodes = {name: _copy_record(info) for name, info in self._nodes.items()}
+            view._node_order = list(self._node_order)
+            view._pods = dict(self._pods)
+            view._assumed, view._claims = dict(self._assumed), dict(self._claims)
+            view._groups = {key: set(members) for key, members in self._groups.items()}
+            view._group_nodes = {key: Counter(c) for key, c in self._group_nodes.items()}
+            view._counted = dict(self._counted)
+            view._changes_base = self.change_seq + VIEW_CHANGES_APART
+            view._priorities = Counter(self._priorities)
+            view.namespace_labels = dict(self.namespace_labels)
+        for info in view._nodes.values():
+            for pod in info.pods.values():
+                if pod.pod_affinity is not None:
+                    view._labels.account(pod, info, False, 1)
+            for pod in info.claims.values():
+                if pod.pod_affinity is not None:
+                    view._labels.account(pod, info, True, 1)
+        return view
 
     def lowest_priority(self) -> int | None:
         """The lowest priority of a pod on a node (bound or assumed); None if there is none."""
@@ -108,7 +148,7 @@ class Cache:
     def changed_since(self, seq: int) -> list[str] | None:
         """Nodes changed at or after ``seq`` (may repeat), or None if the log no longer
         reaches back that far (the reader must then look at every node)."""
-        if seq < self._changes_base:
+        if not self._changes_base <= seq <= self.change_seq:  # or not this cache's number
             return None
         return self._changes[seq - self._changes_base:]
 
@@ -259,13 +299,8 @@ class Cache:
 
     def label_keys(self) -> frozenset[str]:
         """The label keys the index of placed pods keeps current (a selector's first use
-        adds its keys)."""
+        adds its keys; a view's uses stay in the view)."""
         return self._labels.keys()
-
-    def forget_label_keys_but(self, kept: frozenset[str]) -> None:
-        """Stop indexing label keys other than ``kept`` (a read-only call's made-up pods
-        must not leave keys that every later placement keeps current)."""
-        self._labels.forget_keys_but(kept)
 
     def set_pod(self, pod: Pod) -> Pod | None:
         """Record a pod from the watch; returns the previous record."""
@@ -439,6 +474,21 @@ class Cache:
         self._recount(pod_key)
 
 
+def _copy_record(info: NodeInfo) -> NodeInfo:
+    """A node record of its own with the same contents (the pods' records are shared: a
+    cache replaces a pod's record, never changes it). Field by field, not by a loop over
+    its slots: this runs for every node while the lock is held, and is twice as fast."""
+    copy = NodeInfo(info.name, info.node)
+    copy.pods, copy.claims = dict(info.pods), dict(info.claims)
+    copy.requested, copy.claimed = dict(info.requested), dict(info.claimed)
+    copy.nonzero_cpu, copy.nonzero_memory = info.nonzero_cpu, info.nonzero_memory
+    copy.claimed_nonzero_cpu = info.claimed_nonzero_cpu
+    copy.claimed_nonzero_memory = info.claimed_nonzero_memory
+    copy.handovers, copy.ports = dict(info.handovers), dict(info.ports)
+    copy.unreadable = dict(info.unreadable)
+    return copy
+
+
 class Listers:
     """The objects scheduling reads besides nodes and pods, kept by their watches: PodGroups
     of every producer, members that finished, PriorityClasses and PodDisruptionBudgets."""
@@ -449,12 +499,31 @@ class Listers:
         self.finished: dict[str, dict[str, str]] = {}
         self.priority_classes: dict[str, int] = {}
         self.pdbs: dict[str, Budget] = {}
+        # Thread -> the made-up groups only it sees (a what-if's gang, see imagining).
+        self._imagined: dict[int, dict[str, PodGroup]] = {}
 
     def podgroup(self, key: str) -> PodGroup | None:
+        if self._imagined:
+            mine = self._imagined.get(threading.get_ident())
+            if mine is not None and key in mine:
+                return mine[key]
         return self.groups.get(key)
 
     def podgroups(self) -> dict[str, PodGroup]:
-        return self.groups
+        mine = self._imagined.get(threading.get_ident()) if self._imagined else None
+        return {**self.groups, **mine} if mine else self.groups
+
+    @contextmanager
+    def imagining(self, group: PodGroup) -> Iterator[None]:
+        """``group`` is listed for the calling thread alone until the block ends (a what-if's
+        gang on its view): the watches' groups and every other thread never see it."""
+        thread = threading.get_ident()
+        assert thread not in self._imagined, "a thread imagines one group at a time"
+        self._imagined[thread] = {group.key: group}
+        try:
+            yield
+        finally:
+            del self._imagined[thread]
 
     def finished_members(self, group_key: str) -> dict[str, str]:
         return self.finished.get(group_key, {})

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from coscheduling.framework.runtime import Framework
 
 MIN_FEASIBLE_NODES = 100
+NODE_TABLES = "node tables"
+"""Where the node tables are kept in ``Cache.derived``."""
 
 TRIED = "node(s) tried for this member while the gang's placement was searched"
 """Why a node fails for a gang member the gang's search moved off it."""
@@ -243,8 +245,7 @@ class Placer:
         self.framework = framework
         self.cache = cache
         self.percentage = percentage_of_nodes_to_score
-        self._tables: LRUCache[Hashable, NodeTable] | None = (
-            LRUCache(maxsize=signature_cache_size) if signature_cache_size > 0 else None)
+        self._table_count = signature_cache_size
         self._next_start = 0
         # Filter plugin -> its place in the profile, for the failure a node reports first.
         self._filter_order = {p.name: i for i, p in enumerate(framework.filter_plugins)}
@@ -253,7 +254,18 @@ class Placer:
               unsigned: frozenset[str] = frozenset()) -> NodeTable | None:
         """The table kept for ``signature`` (partial: of pods that ``unsigned`` plugins do
         not sign), if any (for inspection and tests)."""
-        return self._tables.get((signature, unsigned)) if self._tables is not None else None
+        tables = self._tables()
+        return tables.get((signature, unsigned)) if tables is not None else None
+
+    def _tables(self) -> LRUCache[Hashable, NodeTable] | None:
+        """The node tables of the cache in effect (a simulation's view has its own): they
+        follow that cache's change log."""
+        if self._table_count <= 0:
+            return None
+        tables: LRUCache[Hashable, NodeTable] | None = self.cache.derived.get(NODE_TABLES)
+        if tables is None:
+            tables = self.cache.derived[NODE_TABLES] = LRUCache(maxsize=self._table_count)
+        return tables
 
     def select(self, state: CycleState, pod: Pod,
                avoid: frozenset[str] = frozenset()) -> Choice:
@@ -273,7 +285,7 @@ class Placer:
         the nodes in ``avoid`` (a gang's search tried them); under the cache lock. A pod
         some plugins cannot sign is sampled as kube-scheduler samples, but only those
         plugins run per node: the others' answers come from a partial table."""
-        tables = self._tables
+        tables = self._tables()
         if tables is None or avoid or self.cache.claimed_node(pod.key):
             return self._sampled(state, pod, avoid=avoid)
         signature, unsigned = self.framework.split_signature(pod)

@@ -1,7 +1,8 @@
 """Tentative changes to the cache, each recorded with its exact inverse.
 
-A gang's admission, a preemption's victim search and a what-if try placements on the live
-cache: claims made and dropped while a search backtracks, pods taken off their nodes to see
+A gang's admission and a preemption's victim search try placements on the live cache, a
+what-if on a view of it (``coscheduling.core.view``): claims made and dropped while a
+search backtracks, pods taken off their nodes to see
 whether a preemptor would fit without them. A :class:`Transaction` records every such change
 with what undoes it exactly, so no caller undoes by hand: ``commit`` keeps the changes,
 ``discard`` undoes them all in reverse order, and a savepoint (``mark`` /

@@ -38,6 +38,9 @@ class SchedulerCache(Protocol):
 
     lock: threading.RLock
     namespace_labels: dict[str, dict[str, str]]
+    derived: dict[str, Any]
+    """What a plugin computes from these records and keeps current from the change log, by
+    plugin name: a simulation's view of the cache has its own."""
 
     def node(self, name: str) -> NodeInfo | None: ...
     def nodes(self) -> Iterator[NodeInfo]: ...

@@ -291,23 +291,23 @@ class GangTrial:
 
 
 class GangSimulator(Plugin):
-    """A plugin that can try a gang's admission without acting on it (the what-if)."""
+    """A plugin that can try a gang's admission without acting on it (the what-if). Its
+    methods are called on a view of the cache (the handle's cache is the view for the
+    calling thread), without the cache lock: the loop runs meanwhile."""
 
     @abstractmethod
     def trial(self, group: PodGroup, members: Sequence[Pod], *, preempt: bool) -> GangTrial:
         """The gang of ``members`` (in the cache and listers for the call only) against the
         cluster as the cache shows it; with ``preempt``, also which victims would let it
-        in. Call under the cache lock; leaves no claim, freeze or gang state behind."""
+        in. Leaves no claim, freeze or gang state behind."""
 
     def scale_up_answer(self, members: Sequence[Pod]) -> tuple[bool, str]:
         """Whether the gang's admission would ask the autoscaler for what it is missing,
-        and when it would not although it could (scale-ups on), why. Call under the cache
-        lock."""
+        and when it would not although it could (scale-ups on), why."""
         return False, ""
 
     @abstractmethod
     def reservation_preview(self, group: PodGroup, members: Sequence[Pod]) -> GangTrial:
         """For a gang that would wait for room: whether it would reserve the room that frees,
         which reservations are ahead of it, where and when (``would_reserve``, ``ahead``,
-        ``reserve_nodes``, ``estimated_start``). Call under the cache lock; changes
-        nothing."""
+        ``reserve_nodes``, ``estimated_start``). Changes nothing."""

@@ -9,8 +9,8 @@ that may match are found here by that value, and only they are checked in full.
 A label key is indexed from the first time a selector asks for it (one pass over the
 nodes), then kept current by the cache as pods come onto node records and leave them:
 clusters whose pods carry no such selectors pay nothing for it. Read-only questions (gRPC
-Filter, Score, Simulate) drop the keys they added when they end
-(:meth:`LabelIndex.forget_keys_but`), so the keys of pods that may not exist do not stay.
+Filter, Score, Simulate) run on a view of the cache with an index of its own, so the keys
+of pods that may not exist never reach the live one.
 
 The pods that carry pod affinity are kept by their (distinct) affinity, so the terms of
 pods already placed are matched once per distinct affinity, not once per pod; this is the
@@ -70,13 +70,6 @@ class LabelIndex(Generic[_N]):
     def keys(self) -> frozenset[str]:
         """The label keys indexed now."""
         return frozenset(self._keys)
-
-    def forget_keys_but(self, kept: frozenset[str]) -> None:
-        """Stop indexing every key not in ``kept`` (one is indexed again when next asked
-        for): a read-only question about a pod that may not exist must not leave keys that
-        every later placement keeps current. Under the cache lock."""
-        for key in [k for k in self._keys if k not in kept]:
-            del self._keys[key]
 
     def has_affinities(self) -> bool:
         """Whether any pod on a node record carries pod affinity (asked first, per pod)."""

@@ -9,8 +9,9 @@ from collections.abc import Callable
 
 class PerCaller:
     """A token bucket per caller identity: ``per_minute`` calls a minute, in bursts of at
-    most ``burst``. A what-if places a whole hypothetical gang under the scheduler's lock, so
-    one caller asking in a loop would slow every placement; the others keep their own rate."""
+    most ``burst``. A what-if places a whole hypothetical gang (on a view of the cache, but
+    on the scheduler's cores), so one caller asking in a loop would slow every placement;
+    the others keep their own rate."""
 
     def __init__(self, per_minute: int, burst: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:

@@ -1,7 +1,9 @@
 """The Scheduling service: each RPC is one framework call of the running scheduler.
 
 Nothing here decides anything: the answers come from the scheduler's own framework, cache,
-gang manager and waiting pods, under the cache lock, as in the scheduling loop. What this
+gang manager and waiting pods, under the cache lock, as in the scheduling loop; the
+read-only questions that run plugins (Filter, Score, Simulate) run them on a view of the
+cache (``coscheduling.core.view``) and hold the lock only to take it. What this
 module adds is the bookkeeping of a cycle that a caller drives across several calls
 (:mod:`coscheduling.server.remote`).
 """
@@ -12,11 +14,11 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
+from coscheduling.core.view import simulating
 from coscheduling.framework.cycle_state import FAILURE, CycleFailure, CycleState
 from coscheduling.framework.interfaces import GangReporter, GangSummary
 from coscheduling.framework.status import SUCCESS, Code, Status
@@ -88,7 +90,7 @@ class SchedulingServicer:
         a, b = read_pod(request, "a"), read_pod(request, "b")
         caller = self._caller("Less", context, a)
         caller.check_namespace(b.namespace, "b")
-        with self._lock, read_only(self._s):
+        with self._lock:
             less = self._fw.queue_sort.less(a.resolve(self._s, watched=False),
                                             b.resolve(self._s, watched=False))
         return pb.LessResponse(less=less)
@@ -105,10 +107,11 @@ class SchedulingServicer:
 
     def Filter(self, request: Any, context: Any) -> pb.FilterResponse:
         """Filter plugins need no PreFilter state to be right (they compute what is missing),
-        so a fresh CycleState gives the loop's answer without PreFilter's side effects."""
+        so a fresh CycleState gives the loop's answer without PreFilter's side effects. On a
+        view of the cache (the lock is held only to take it)."""
         arg = read_pod(request, "pod")
         self._caller("Filter", context, arg)
-        with self._lock, read_only(self._s):
+        with simulating(self._s.cache):
             pod = arg.resolve(self._s, watched=False)
             nodes = resolve_nodes(self._s, request.node_names, "node_names")
             state = CycleState()
@@ -119,7 +122,7 @@ class SchedulingServicer:
     def Score(self, request: Any, context: Any) -> pb.ScoreResponse:
         arg = read_pod(request, "pod")
         self._caller("Score", context, arg)
-        with self._lock, read_only(self._s):
+        with simulating(self._s.cache):  # a view: the lock is held only to take it
             pod = arg.resolve(self._s, watched=False)
             state = CycleState()
             if request.node_names:
@@ -405,8 +408,8 @@ class SchedulingServicer:
 
     def Simulate(self, request: Any, context: Any) -> pb.SimulateResponse:
         """What-if (read-only): the scheduler's own admission, on a gang that does not
-        exist; nothing it touches outlives the call. The manifest is read and its size
-        checked before the cache lock is taken; each caller has a rate."""
+        exist, on a view of the cache; nothing it touches outlives the call. The manifest is
+        read and its size checked before the view is taken; each caller has a rate."""
         caller = self._authorizer.caller("Simulate", context)
         wait = self._simulates.take(caller.identity)
         if wait:
@@ -419,8 +422,7 @@ class SchedulingServicer:
         try:
             derived = derive(bytes(request.manifest), request.namespace or "default")
             caller.check_namespace(derived.namespace, "manifest.metadata.namespace")
-            with read_only(self._s):
-                answer = simulate(self._s, derived)
+            answer = simulate(self._s, derived)
         except ManifestError as err:
             raise invalid(f"manifest: {err.path}", str(err).partition(": ")[2]) from None
         except NoSimulator as err:
@@ -464,22 +466,6 @@ class SchedulingServicer:
                 cycle = self._cycles.get(key)
                 if cycle is not None:
                     self._unreserve(cycle, STOPPED_REASON)
-
-
-@contextmanager
-def read_only(scheduler: Scheduler) -> Iterator[None]:
-    """A read-only call's view of the shared label index: the label keys it asks for (its
-    pod may be made up, with any selector) are dropped when it ends, so no later placement
-    keeps them current. Keys indexed before stay. The lock is taken here (Simulate lets it
-    go between its steps); a key the loop first asks for meanwhile is indexed again later."""
-    cache = scheduler.cache
-    with cache.lock:
-        kept = cache.label_keys()
-    try:
-        yield
-    finally:
-        with cache.lock:
-            cache.forget_label_keys_but(kept)
 
 
 Verdict = TypeVar("Verdict", pb.PermitResponse, pb.ScheduleResponse)

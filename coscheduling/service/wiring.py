@@ -63,7 +63,7 @@ from coscheduling.core.eventhandlers import (
     VolumeEvents,
 )
 from coscheduling.core.scheduler import Scheduler
-from coscheduling.groups import FOREIGN_APIS, GroupApi, ours, status_target
+from coscheduling.groups import FOREIGN_APIS, GroupApi, StatusTarget, ours, status_target
 from coscheduling.groups.derive import KINDS as WORKLOAD_KINDS
 from coscheduling.groups.derive import Workload, WorkloadKind, reader
 from coscheduling.groups.derive import job as derive_job
@@ -347,9 +347,13 @@ class SchedulerService:
         if not isinstance(gang, Coscheduling):
             return None
         active = self.scheduler.active  # only the leader writes PodGroup status
-        writer = GroupStatusWriter(
-            self.report_client,
-            lambda key: status_target(gang.status_of(key)) if active.is_set() else None)
+        lock = self.scheduler.cache.lock
+
+        def status_of(key: str) -> StatusTarget | None:
+            with lock:  # the gang's state is read as one
+                return status_target(gang.status_of(key)) if active.is_set() else None
+
+        writer = GroupStatusWriter(self.report_client, status_of)
         self.scheduler.notices.listeners.append(writer.mark)
         return writer
 
@@ -363,9 +367,11 @@ class SchedulerService:
             self.client, QUEUES_PATH, parse_queue, lambda queue: queue.name,
             QueueEvents(s, proportion), name="queues", watch_read_timeout=WATCH_TIMEOUT,
             unreadable=self.unreadable))
-        writer = QueueStatusWriter(  # only the leader writes Queue status
-            self.report_client,
-            lambda name: proportion.status_of(name) if s.active.is_set() else None)
+        def status_of(name: str) -> dict[str, Any] | None:
+            with s.cache.lock:
+                return proportion.status_of(name) if s.active.is_set() else None
+
+        writer = QueueStatusWriter(self.report_client, status_of)  # only the leader writes
         proportion.status_listeners.append(writer.mark)
         return proportion, writer
 

@@ -1,14 +1,13 @@
 """Would this job fit? The running scheduler's own admission, asked about a gang that does
 not exist, on the cluster as its cache shows it.
 
-The derived gang's pods and group are put into the cache and listers under names no real
-object can have (``~whatif``) for the length of each locked step, and taken out again before
-the lock is released: every plugin sees them as it would see the real gang, and nothing
-outside the step ever does. The steps (the trial, the trial on the empty cluster, the
-shortfall) each take the lock on their own, so the scheduling loop places pods between
-them; an answer may then mix cluster states a placement apart, as any what-if may. The
-gang plugin's trial drops every claim it made and forgets the gang; nothing is written to
-the API server, evicted, frozen or counted.
+The what-if runs on a view of the cache (``coscheduling.core.view``), taken under the cache
+lock in one pass over node records and pods; the lock is then free, so the scheduling loop
+places and binds pods meanwhile, and the answer is the cluster as the view saw it. The
+derived gang's pods go into the view and its group is listed for the what-if's thread alone,
+under names no real object can have (``~whatif``): every plugin sees them as it would see
+the real gang, and nothing else ever does. The gang plugin's trial forgets the gang;
+nothing is written to the API server, evicted, frozen or counted, and the view is dropped.
 
 Answers, in order: fits now (on which nodes, in which domain); fits after preempting
 (which pods); fits after its queue reclaims what others borrowed (which pods); fits once the
@@ -22,20 +21,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from coscheduling.api.membership import Membership
 from coscheduling.api.podgroups import PodGroup, gang_key
 from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.core.view import simulating
 from coscheduling.framework.interfaces import GangSimulator, GangTrial
 from coscheduling.groups import APIS
 from coscheduling.whatif.derive import Derived, ManifestError
 from coscheduling.whatif.shortfall import Shortfall, shortfall
 
 if TYPE_CHECKING:
+    from coscheduling.core.cache import Cache
     from coscheduling.core.scheduler import Scheduler
     from coscheduling.framework.nodeinfo import NodeInfo
 
@@ -78,30 +77,31 @@ class Answer:
 def simulate(scheduler: Scheduler, derived: Derived) -> Answer:
     """The what-if of the gang ``derived`` from a manifest (:func:`derive`).
 
-    The cache lock is held for each step on its own (the gang's trial; then, when it does
-    not fit, the trial on the empty cluster; then the shortfall), never for the whole
-    what-if, so the scheduling loop places pods between them; the hypothetical gang is in
-    the cache only inside each step."""
+    Every step (the gang's trial; then, when it does not fit, the trial on the empty
+    cluster and the shortfall) runs on one view of the cache (``coscheduling.core.view``):
+    the cache lock is held only while the view is taken, the live cache is never changed,
+    and the scheduling loop places and binds pods while the what-if runs."""
     simulator = _simulator(scheduler)
-    parsed = _parsed(derived)  # outside the lock: parsing needs no cluster
-    with scheduler.cache.lock:
-        group = _group(scheduler, derived)
-        pods = _pods(scheduler, derived, parsed, group)
+    parsed = _parsed(derived)
+    group = _group(scheduler, derived)
+    pods = _pods(scheduler, derived, parsed, group)
     answer = Answer("", derived.source, gang_key(group.namespace, _shown(group.name),
                                                  group.tag),
                     group.min_member, len(pods), notes=list(derived.notes))
-    with _hypothetical(scheduler, group, pods):
+    with simulating(scheduler.cache) as view, scheduler.listers.imagining(group):
+        for pod in pods:
+            view.set_pod(pod)
         trial = simulator.trial(group, pods, preempt=True)
-    if trial.fits:
-        _record(answer, trial)
-        answer.verdict = FITS_NOW if not trial.victims else (
-            FITS_AFTER_RECLAIM if trial.reclaim else FITS_AFTER_PREEMPTION)
-        if len(pods) > len(trial.nodes):
-            answer.notes.append(f"{len(pods) - len(trial.nodes)} pod(s) beyond what the "
-                                "gang needs at once are placed one by one afterwards")
-        return answer
-    answer.reason = _shown(trial.reason)
-    _judge_waiting(scheduler, simulator, group, pods, answer)
+        if not trial.fits:
+            answer.reason = _shown(trial.reason)
+            _judge_waiting(scheduler, view, simulator, group, pods, answer)
+            return answer
+    _record(answer, trial)
+    answer.verdict = FITS_NOW if not trial.victims else (
+        FITS_AFTER_RECLAIM if trial.reclaim else FITS_AFTER_PREEMPTION)
+    if len(pods) > len(trial.nodes):
+        answer.notes.append(f"{len(pods) - len(trial.nodes)} pod(s) beyond what the "
+                            "gang needs at once are placed one by one afterwards")
     return answer
 
 
@@ -112,28 +112,25 @@ def _simulator(scheduler: Scheduler) -> GangSimulator:
     raise NoSimulator(f"no gang plugin ({GANG_PLUGIN}) is enabled in this profile")
 
 
-def _judge_waiting(scheduler: Scheduler, simulator: GangSimulator, group: PodGroup,
-                   pods: list[Pod], answer: Answer) -> None:
+def _judge_waiting(scheduler: Scheduler, view: Cache, simulator: GangSimulator,
+                   group: PodGroup, pods: list[Pod], answer: Answer) -> None:
     """A gang that does not fit now: would it fit the empty cluster (then when), and what
-    is missing."""
-    cache = scheduler.cache
+    is missing. On the what-if's view."""
     members = pods if group.subgroups is not None else pods[:group.min_member]
     usable = _Usable(scheduler)
-    with _hypothetical(scheduler, group, pods):
-        bound = [p for p in cache.pods() if p.node_name and cache.node(p.node_name) is not None]
-        with cache.transaction() as tx:  # discarded: the pods stay
-            tx.evict(bound)
-            empty = simulator.trial(group, pods, preempt=False)
-            # The nodes each shape of member may use, on the empty cluster.
-            for member in {usable.shape(m): m for m in members}.values():
-                for info in cache.nodes():
-                    usable(member, info)
+    bound = [p for p in view.pods() if p.node_name and view.node(p.node_name) is not None]
+    with view.transaction() as tx:  # discarded: the pods stay
+        tx.evict(bound)
+        empty = simulator.trial(group, pods, preempt=False)
+        # The nodes each shape of member may use, on the empty cluster.
+        for member in {usable.shape(m): m for m in members}.values():
+            for info in view.nodes():
+                usable(member, info)
     answer.verdict = FITS_WHEN_ROOM_FREES if empty.fits else NEVER
-    with _hypothetical(scheduler, group, pods):
-        answer.shortfall = shortfall(cache, group, members, usable)
-        if empty.fits:
-            _reservation(simulator.reservation_preview(group, pods), answer)
-        asks, why_not = simulator.scale_up_answer(members)
+    answer.shortfall = shortfall(view, group, members, usable)
+    if empty.fits:
+        _reservation(simulator.reservation_preview(group, pods), answer)
+    asks, why_not = simulator.scale_up_answer(members)
     if asks:
         answer.verdict = FITS_AFTER_SCALE_UP
         if answer.shortfall is not None and not answer.shortfall.nodes_needed:
@@ -242,19 +239,3 @@ def _pods(scheduler: Scheduler, derived: Derived, parsed: list[Pod],
             pod.priority = value
         pods.append(pod)
     return pods
-
-
-@contextmanager
-def _hypothetical(scheduler: Scheduler, group: PodGroup, pods: list[Pod]) -> Iterator[None]:
-    """The gang in the cache and listers for the block only, which holds the cache lock."""
-    cache, groups = scheduler.cache, scheduler.listers.groups
-    with cache.lock:
-        groups[group.key] = group
-        try:
-            for pod in pods:
-                cache.set_pod(pod)
-            yield
-        finally:
-            for pod in pods:
-                cache.remove_pod(pod.key)
-            groups.pop(group.key, None)

@@ -335,12 +335,13 @@ class TimedLock:
         self.release()
 
 
-@pytest.mark.parametrize(("nodes", "cpu"), [(20, "64"), (500, "2")])
-def test_the_longest_cache_lock_hold_of_a_2000_pod_simulate(sim: SimCluster, nodes: int,
-                                                            cpu: str) -> None:
-    """Measured, and printed: the gang's trial is one hold (what it places is claimed in
-    the live cache until taken out), the rest are steps of their own."""
-    for index in range(nodes):  # 1280 or 1000 cpu for 2000 pods of 1: NEVER either way
+@pytest.mark.parametrize(("nodes", "cpu", "verdict"), [
+    (20, "64", "NEVER"), (500, "2", "NEVER"), (500, "8", "FITS_NOW")])
+def test_the_longest_cache_lock_hold_of_a_2000_pod_simulate(
+        sim: SimCluster, nodes: int, cpu: str, verdict: str) -> None:
+    """Measured, and printed: the cache lock is taken once, to take the what-if's view
+    (every step then runs on the view), and the live cache holds nothing of it after."""
+    for index in range(nodes):  # 1280, 1000 or 4000 cpu for 2000 pods of 1
         sim.add_node(f"n{index}", cpu=cpu, memory="256Gi", pods=300)
     lock = TimedLock(sim.scheduler.cache.lock)
     sim.scheduler.cache.lock = lock  # type: ignore[assignment]
@@ -348,12 +349,12 @@ def test_the_longest_cache_lock_hold_of_a_2000_pod_simulate(sim: SimCluster, nod
     answer = simulate(sim.scheduler, derive(_job(2000), "ns"))
     took = time.perf_counter() - started
     longest = max(lock.holds)
-    print(f"2,000-pod Simulate on {nodes} nodes: {took:.2f} s in all, {len(lock.holds)} "
-          f"lock holds, the longest {longest * 1000:.0f} ms")
-    assert answer.verdict == "NEVER" and answer.pods == 2000  # 1280 cpu for 2000
-    assert len(lock.holds) >= 3 and longest < 0.75 * took  # the lock is let go between steps
-    assert longest < 10.0  # generous: a shared 2-core machine
+    print(f"2,000-pod Simulate on {nodes} nodes ({answer.verdict}): {took:.2f} s in all, "
+          f"{len(lock.holds)} lock hold(s), the longest {longest * 1000:.2f} ms")
+    assert answer.verdict == verdict and answer.pods == 2000
+    assert len(lock.holds) == 1  # the view; nothing of the what-if runs under the lock
     assert not sim.scheduler.cache.group_pods("ns/j-whatif~whatif")
+    assert not any(info.claims for info in sim.scheduler.cache.nodes())
 
 
 def test_a_manifest_is_read_with_libyaml_when_present() -> None:

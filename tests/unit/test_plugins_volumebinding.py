@@ -308,6 +308,8 @@ def test_prebind_binds_static_and_provisioned_claims(cluster: SimCluster) -> Non
     assert [path for path, _ in api.patches] == [
         "/api/v1/persistentvolumes/pv", "/api/v1/namespaces/ns/persistentvolumeclaims/b"]
     assert store.claims["ns/a"].volume_name == "pv" and store.claims["ns/b"].bound
+    assert list(store.assumed) == ["ns/p"]  # until the watch sees the pod bound
+    cluster.pods.on_update(pod, dataclasses.replace(pod, node_name="n1"))
     assert store.assumed == {}
 
 

@@ -616,47 +616,47 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
 
     # -- status ----------------------------------------------------------------------------
     def status_of(self, group_key: str) -> StatusInput | None:
-        """What the status of ``group_key`` is made of (None if the group is gone)."""
-        with self.handle.cache.lock:
-            group = self.handle.groups.podgroup(group_key)
-            members = self.handle.cache.group_pods(group_key)
-            if group is None or not scheduled_here(
-                    group, (p.scheduler_name for p in members), self.handle.scheduler_names):
-                return None
-            if not group.valid:  # said on the group too: a producer waiting on its status
-                why = f'PodGroup "{group_key}" is invalid: ' + "; ".join(group.errors)
-                return StatusInput(group, {"phase": pg.PHASE_PENDING, "conditions": [{
-                    "type": "Unschedulable", "status": "True", "reason": "InvalidSpec",
-                    "message": why}]}, fits=False, why_not=why)
-            manager = self.manager
-            frozen = manager.frozen(group_key)
-            view = GroupView(
-                group=group,
-                members=self.handle.cache.group_pods(group_key),
-                finished=dict(self.handle.groups.finished_members(group_key)),
-                counts=manager.counts(group_key),
-                gang=manager.gangs.get(group_key),
-                frozen_until=manager.frozen_until(group_key),
-                frozen_reason=frozen[1] if frozen is not None else "",
-                timeout=manager.timeout_for(group),
-                holds=manager.holds.of(group_key),
-                short=manager.shortfall(group),
-                reservation=self.reservations.of(group_key),
-                reservation_expired=group_key in self.reservations.expired,
-                scale_up=self.scale_ups.report(group_key) if self.scale_ups else (None, None),
-            )
-            status = build_status(view)
-            api = api_for(group)
-            if api is None or not api.reports_admission or group.phase in volcano.ADMITTED:
-                return StatusInput(group, status)
-            fits, why_not = room_for(group.min_resources, self.handle.cache.nodes(),
-                                     self._promised(group_key))
-            if not fits:
-                self.awaiting_admission.add(group_key)
-            else:
-                self.awaiting_admission.discard(group_key)
-                self.admitted.add(group_key)
-            return StatusInput(group, status, fits, why_not)
+        """What the status of ``group_key`` is made of (None if the group is gone). Call
+        under the cache lock (the status writer's caller takes it)."""
+        group = self.handle.groups.podgroup(group_key)
+        members = self.handle.cache.group_pods(group_key)
+        if group is None or not scheduled_here(
+                group, (p.scheduler_name for p in members), self.handle.scheduler_names):
+            return None
+        if not group.valid:  # said on the group too: a producer waiting on its status
+            why = f'PodGroup "{group_key}" is invalid: ' + "; ".join(group.errors)
+            return StatusInput(group, {"phase": pg.PHASE_PENDING, "conditions": [{
+                "type": "Unschedulable", "status": "True", "reason": "InvalidSpec",
+                "message": why}]}, fits=False, why_not=why)
+        manager = self.manager
+        frozen = manager.frozen(group_key)
+        view = GroupView(
+            group=group,
+            members=self.handle.cache.group_pods(group_key),
+            finished=dict(self.handle.groups.finished_members(group_key)),
+            counts=manager.counts(group_key),
+            gang=manager.gangs.get(group_key),
+            frozen_until=manager.frozen_until(group_key),
+            frozen_reason=frozen[1] if frozen is not None else "",
+            timeout=manager.timeout_for(group),
+            holds=manager.holds.of(group_key),
+            short=manager.shortfall(group),
+            reservation=self.reservations.of(group_key),
+            reservation_expired=group_key in self.reservations.expired,
+            scale_up=self.scale_ups.report(group_key) if self.scale_ups else (None, None),
+        )
+        status = build_status(view)
+        api = api_for(group)
+        if api is None or not api.reports_admission or group.phase in volcano.ADMITTED:
+            return StatusInput(group, status)
+        fits, why_not = room_for(group.min_resources, self.handle.cache.nodes(),
+                                 self._promised(group_key))
+        if not fits:
+            self.awaiting_admission.add(group_key)
+        else:
+            self.awaiting_admission.discard(group_key)
+            self.admitted.add(group_key)
+        return StatusInput(group, status, fits, why_not)
 
     def summary(self, group_key: str) -> GangSummary | None:
         if self.handle.groups.podgroup(group_key) is None:

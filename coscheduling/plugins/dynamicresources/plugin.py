@@ -398,8 +398,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             return Status.error("no API client: resource claims cannot be allocated",
                                 plugin=NAME)
         for claim in data.claims.claims:
-            with self.handle.cache.lock:
-                assumed = self.store.assumed.get(claim.key)
+            assumed = self.store.assumed.get(claim.key)  # one read: this pod's own, from Reserve
             allocation = (assumed.allocation.json if assumed is not None
                           and assumed.pod == pod.key else None)
             why = reserve_claim(client, claim, pod, allocation)

@@ -50,25 +50,26 @@ class ImageIndex:
         self.holders: dict[str, int] = {}
         self._indexed: dict[str, Node] = {}  # node name -> the record last counted
         self._synced = -1
+        # (pod, cache change_seq, spread): Score asks once per node for the same answer.
+        self.last: tuple[Pod, int, tuple[tuple[int, ...], int]] | None = None
 
     def sync(self, cache: SchedulerCache) -> None:
         """Count the nodes changed since the last call (every node if the log lost them)."""
         if self._synced == cache.change_seq:
             return
-        with cache.lock:
-            changed = cache.changed_since(self._synced) if self._synced >= 0 else None
-            if changed is None:
-                self.holders, self._indexed = {}, {}
-                names: list[str] | set[str] = cache.node_names()
-            else:
-                names = changed if len(changed) < 2 else set(changed)
-            indexed = self._indexed
-            for name in names:
-                info = cache.node(name)
-                node = info.node if info is not None else None
-                if indexed.get(name) is not node:
-                    self._index(name, node)
-            self._synced = cache.change_seq
+        changed = cache.changed_since(self._synced) if self._synced >= 0 else None
+        if changed is None:
+            self.holders, self._indexed = {}, {}
+            names: list[str] | set[str] = cache.node_names()
+        else:
+            names = changed if len(changed) < 2 else set(changed)
+        indexed = self._indexed
+        for name in names:
+            info = cache.node(name)
+            node = info.node if info is not None else None
+            if indexed.get(name) is not node:
+                self._index(name, node)
+        self._synced = cache.change_seq
 
     def _index(self, name: str, node: Node | None) -> None:
         old = self._indexed.get(name)
@@ -99,20 +100,28 @@ class ImageLocality(ScorePlugin):
         if handle is None:
             raise ValueError(f"{NAME} needs the scheduler's cache")
         self._cache = handle.cache
-        self.index = ImageIndex()
-        # (pod, cache change_seq, spread): Score asks once per node for the same answer.
-        self._last: tuple[Pod, int, tuple[tuple[int, ...], int]] | None = None
+
+    @property
+    def index(self) -> ImageIndex:
+        """The image index of the cache in effect (a simulation's view has its own); it is
+        read and synced by the thread that holds that cache (the loop, under its lock)."""
+        derived = self._cache.derived
+        index = derived.get(NAME)
+        if not isinstance(index, ImageIndex):
+            index = derived[NAME] = ImageIndex()
+        return index
 
     def _spread(self, pod: Pod) -> tuple[tuple[int, ...], int]:
         """(nodes holding each of the pod's images, nodes in the cluster)."""
         cache = self._cache
-        last = self._last  # one tuple, read once: safe if another thread replaces it
+        index = self.index
+        last = index.last
         if last is not None and last[0] is pod and last[1] == cache.change_seq:
             return last[2]
-        self.index.sync(cache)
-        holders = self.index.holders
+        index.sync(cache)
+        holders = index.holders
         spread = tuple(holders.get(image, 0) for image in pod.images), cache.node_count()
-        self._last = (pod, cache.change_seq, spread)
+        index.last = (pod, cache.change_seq, spread)
         return spread
 
     def sign(self, pod: Pod) -> Hashable:

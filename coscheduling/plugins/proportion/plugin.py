@@ -60,7 +60,6 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, QueueSharePlugin):
         self.statuses: dict[str, dict[str, Any]] = {}
         self.status_listeners: list[Callable[[str], None]] = []
         self.book: Book | None = None  # the latest, for explain and metrics
-        self._book_at: tuple[int, ...] = ()  # what the cache and queues were for it
         self._pace = Pace()  # the once-a-second ledger, paced on large clusters
         self._queues_version = 0
         # Gangs activated for room given back and not tried since: the next room given
@@ -170,14 +169,17 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, QueueSharePlugin):
     def _current_book(self) -> Book:
         """The ledger, rebuilt only when the cache's nodes (what is placed), the pods of
         gangs or the queues changed since the last one: a gang's admission looks at it for
-        its pod and again for the first member it places."""
+        its pod and again for the first member it places. Kept with the cache it was built
+        from (``derived``: a what-if's view of the cache has its own)."""
         cache = self.handle.cache
         keys = cache.group_keys()
         at = (cache.change_seq, self._queues_version, len(keys),
               sum(len(cache.group_pods(k)) for k in keys))
-        if self.book is None or at != self._book_at:
-            self.book, self._book_at = build_book(self.handle, self.queues), at
-        return self.book
+        memo = cache.derived.get(self.name)
+        if memo is None or memo[0] != at:
+            memo = cache.derived[self.name] = (at, build_book(self.handle, self.queues))
+        book: Book = memo[1]
+        return book
 
     # -- reclaim (called by the gang's preemption, under the cache lock) ---------------------
     def reclaimable(self, group: PodGroup, members: Sequence[Pod]) -> list[Unit]:
@@ -228,7 +230,7 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, QueueSharePlugin):
             return []
         with self._pace.run():
             book = self.book = build_book(self.handle, self.queues)
-        self._book_at = ()
+        self.handle.cache.derived.pop(self.name, None)  # the next admission builds anew
         moved = False
         for name, ledger in book.ledgers.items():
             if name not in self.queues:
@@ -256,8 +258,8 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, QueueSharePlugin):
         metrics.queue_gangs.set(float(ledger.running), name, "running")
 
     def status_of(self, name: str) -> dict[str, Any] | None:
-        with self.handle.cache.lock:
-            return self.statuses.get(name) if name in self.queues else None
+        """The status to write for queue ``name``; call under the cache lock."""
+        return self.statuses.get(name) if name in self.queues else None
 
 
 def _shares(status: Mapping[str, Any] | None) -> tuple[Any, ...]:

@@ -93,6 +93,6 @@ class VolumeBinding(ClaimsPlugin, ReservePlugin, PreBindPlugin):
         why = bind_and_wait(client, self.store, chosen, self.timeout)
         if why:
             return Status.error(why, plugin=NAME)
-        with self.handle.cache.lock:  # the claims are Bound: the watches now say it all
-            self.store.forget(pod.key)
+        # The claims are Bound; the assumption goes when the watch sees the pod bound
+        # (under the cache lock, where cycles read it), or at Unreserve if the bind fails.
         return SUCCESS
