@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
             handle.api, parse_scale_up(args.get("scaleUp") or {}))
         # Objects already warned about a malformed optional annotation: key -> message.
         self._warned: LRUCache[str, str] = LRUCache(maxsize=100_000)
+        self._warned_lock = threading.Lock()
 
     # -- QueueSort -----------------------------------------------------------------------
     def sort_key(self, pod: Pod) -> tuple[Any, ...]:
@@ -240,14 +242,21 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
     def _warn_annotations(self, pod: Pod, group: PodGroup | None) -> None:
         """A malformed expected runtime counts as unknown; the owner hears why, once."""
         status = self.handle.status
-        if pod.runtime_error and self._warned.get(pod.key) != pod.runtime_error:
-            self._warned[pod.key] = pod.runtime_error
+        if pod.runtime_error and self._first_warning(pod.key, pod.runtime_error):
             status.pod_event(pod, "Warning", "InvalidAnnotation", pod.runtime_error)
         if group is not None and group.warnings:
             message = "; ".join(group.warnings)
-            if self._warned.get(f"group {group.key}") != message:
-                self._warned[f"group {group.key}"] = message
+            if self._first_warning(f"group {group.key}", message):
                 status.group_event(group, "Warning", "InvalidAnnotation", message)
+
+    def _first_warning(self, about: str, message: str) -> bool:
+        """Whether ``message`` is new for ``about`` (then remembered). Locked: read-only RPCs
+        run PreFilter on their views beside the loop, and the LRU is not thread-safe."""
+        with self._warned_lock:
+            if self._warned.get(about) == message:
+                return False
+            self._warned[about] = message
+            return True
 
     def _refusal(self, pod: Pod, group: PodGroup) -> Status | None:
         """Why ``pod`` may not be a member of ``group`` at all (None: it may)."""

@@ -10,6 +10,7 @@ subgroup with ``topology``) places each subgroup in a domain of its own.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -196,6 +197,9 @@ class SubgroupDomains:
     def __init__(self, cache: SchedulerCache) -> None:
         self.cache = cache
         self._domains: dict[tuple[str, str], Domain] = {}
+        # A what-if's trial holds and forgets its made-up gang's domains on its own thread
+        # (on a view of the cache) while the loop holds and forgets real ones.
+        self._lock = threading.Lock()
 
     def of(self, group: PodGroup | None, pod: Pod) -> Domain | None:
         if group is None or group.subgroups is None:
@@ -203,8 +207,9 @@ class SubgroupDomains:
         return self._domains.get((group.key, part_of(group, pod)))
 
     def forget(self, group_key: str) -> None:
-        for key in [k for k in self._domains if k[0] == group_key]:
-            del self._domains[key]
+        with self._lock:
+            for key in [k for k in self._domains if k[0] == group_key]:
+                del self._domains[key]
 
     def wanted(self, group: PodGroup) -> bool:
         """Whether any subgroup of ``group`` asks for a topology domain."""
@@ -238,10 +243,11 @@ class SubgroupDomains:
             return [n for n in nodes if n]
 
         def hold(domain: Domain | None) -> None:
-            if domain is None:
-                self._domains.pop(key, None)
-            else:
-                self._domains[key] = domain
+            with self._lock:
+                if domain is None:
+                    self._domains.pop(key, None)
+                else:
+                    self._domains[key] = domain
 
         domains = TopologyDomains(self.cache, sub.topology, chunk, placed, hold)
         return f"subgroup {name}: ", InDomain(domains, part(chunk))
