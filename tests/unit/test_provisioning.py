@@ -96,6 +96,8 @@ def test_request_and_templates_are_owned_by_the_podgroup() -> None:
     ({"retrySeconds": 60, "maxRetrySeconds": 30}, "args.scaleUp.maxRetrySeconds"),
     ({"provisioningClassName": ""}, "args.scaleUp.provisioningClassName"),
     ({"class": "x"}, "args.scaleUp.class"),
+    ({"provisionedHoldSeconds": 0}, "args.scaleUp.provisionedHoldSeconds"),
+    ({"provisionedHoldSeconds": "10m"}, "args.scaleUp.provisionedHoldSeconds"),
 ])
 def test_bad_scale_up_arguments_name_the_field(raw: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as error:
