@@ -74,6 +74,14 @@ def validate_scale_up(value: object, path: str) -> dict[str, Any]:
     ).to_dict()
 
 
+def scale_up_wait(group: float | None, queue: float | None, default: float) -> float:
+    """How long a gang that could preempt waits for its scale-up first: its PodGroup's
+    annotation, else its Queue's spec.scaleUpWaitSeconds, else preemptionDelaySeconds."""
+    if group is not None:
+        return group
+    return queue if queue is not None else default
+
+
 def parse_scale_up(raw: Mapping[str, Any]) -> ScaleUpArgs:
     checked = validate_scale_up(raw, "args.scaleUp")
     return ScaleUpArgs(bool(checked["enabled"]), str(checked["provisioningClassName"]),

@@ -8,9 +8,10 @@ scale-down-disabled annotation. Nodes are API objects without kubelets.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Self
 
 import pytest
@@ -18,7 +19,7 @@ import yaml
 
 from coscheduling.api.runtimes import SCALE_UP_WAIT_ANNOTATION
 from coscheduling.api.times import parse_rfc3339
-from coscheduling.cluster.client import KubeClient
+from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.commands.explain import explain
 from coscheduling.provisioning.guard import GUARDED_BY, SCALE_DOWN_DISABLED
 from coscheduling.provisioning.requests import (
@@ -349,18 +350,47 @@ def test_failed_request_leaves_the_gang_waiting_with_the_reason_and_is_asked_aga
     assert {"ScaleUpRequested", "ScaleUpFailed"} <= reasons
 
 
+@pytest.fixture
+def default_queue_wait(kube: KubeClient, crd: None) -> Iterator[Callable[[float], None]]:
+    """Sets spec.scaleUpWaitSeconds on the ``default`` Queue (the scheduler made it at its
+    start), and takes it off again after the test. The default queue, so that the victim
+    (a pod without a group) and the gang share it: no reclaim between queues comes in."""
+    path = f"/apis/{PG_API}/queues/default"
+
+    def set_wait(seconds: float) -> None:
+        wait_until(lambda: exists(kube, path), what="the default Queue")
+        kube.patch(path, {"spec": {"scaleUpWaitSeconds": seconds}})
+
+    yield set_wait
+    with contextlib.suppress(ApiError):
+        kube.patch(path, {"spec": {"scaleUpWaitSeconds": None}})
+
+
+@pytest.mark.parametrize(("annotation", "queue_wait"), [
+    ("4", None),  # the PodGroup's own wait
+    (None, 4.0),  # its Queue's (the plugin's default is 0)
+    ("4", 3600.0),  # the PodGroup's comes before its Queue's
+], ids=["podgroup", "queue", "podgroup-over-queue"])
 def test_gang_that_could_preempt_waits_its_delay_for_a_scale_up_first(
         kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
-        start_scheduler: StartScheduler) -> None:
-    """No autoscaler answers (a slow cloud): the gang asks, waits its PodGroup's 4 s
-    without evicting anything, then preempts as before and is bound."""
+        start_scheduler: StartScheduler, default_queue_wait: Callable[[float], None],
+        annotation: str | None, queue_wait: float | None) -> None:
+    """No autoscaler answers (a slow cloud): the gang asks, waits its 4 s (its PodGroup's,
+    else its Queue's) without evicting anything, then preempts as before and is bound."""
     create_priority_class(kube, "scale-up-low", 100)
     create_priority_class(kube, "scale-up-high", 100_000)
     sched = start_scheduler(SCALE_UP)
-    make_node("cpu-0", cpu="4", labels={GROUP_LABEL: "cpu"})
+    node = f"cpu-{namespace}"  # a name of its own: each row's pods linger a while after it
+    make_node(node, cpu="4", labels={GROUP_LABEL: "cpu"})
     create_pod(kube, namespace, pod_body("victim", scheduler=sched.name, cpu="4",
-                                         priority_class="scale-up-low", node_name="cpu-0"))
+                                         priority_class="scale-up-low", node_name=node))
     _in_cache(sched, namespace, "victim")
+    if queue_wait is not None:
+        default_queue_wait(queue_wait)
+        queues = sched.service.scheduler.framework.instances["Proportion"].queues
+        wait_until(lambda: getattr(queues.get("default"), "scale_up_wait_seconds", None)
+                   == queue_wait, what="the scheduler's record of the default Queue's wait")
+    annotations = {SCALE_UP_WAIT_ANNOTATION: annotation} if annotation is not None else {}
 
     def asked() -> dict[str, Any]:
         status = _group(kube, namespace, "urgent").get("status") or {}
@@ -369,7 +399,7 @@ def test_gang_that_could_preempt_waits_its_delay_for_a_scale_up_first(
     with Vanishing(kube, f"/api/v1/namespaces/{namespace}/pods/victim") as gone:
         kube.create(f"/apis/{PG_API}/namespaces/{namespace}/podgroups", {
             "apiVersion": PG_API, "kind": "PodGroup",
-            "metadata": {"name": "urgent", "annotations": {SCALE_UP_WAIT_ANNOTATION: "4"}},
+            "metadata": {"name": "urgent", "annotations": annotations},
             "spec": {"minMember": 2}})
         for i in range(2):
             create_pod(kube, namespace, pod_body(

@@ -66,7 +66,7 @@ from coscheduling.plugins.coscheduling.status import (
 from coscheduling.plugins.coscheduling.topology import Domain
 from coscheduling.preemption import Preemption
 from coscheduling.preemption.evaluator import NEVER
-from coscheduling.provisioning.args import parse_scale_up
+from coscheduling.provisioning.args import parse_scale_up, scale_up_wait
 from coscheduling.provisioning.hold import ProvisionedHolds, plan_room
 from coscheduling.provisioning.requests import ENDED, PENDING, PROVISIONED
 from coscheduling.provisioning.scaleup import no_shape_holds, provisioning_for
@@ -567,8 +567,10 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         """How long the gang waits for a scale-up before it may preempt."""
         if self.scale_ups is None:
             return 0.0
-        own = group.scale_up_wait_seconds
-        return own if own is not None else self.scale_ups.args.preemption_delay_seconds
+        queue = self.handle.gangs.queue(group.queue)
+        return scale_up_wait(group.scale_up_wait_seconds,
+                             queue.scale_up_wait_seconds if queue is not None else None,
+                             self.scale_ups.args.preemption_delay_seconds)
 
     def _scale_up_first(self, group: PodGroup) -> bool:
         return self.scale_ups is not None and self.scale_ups.holds_back_preemption(
