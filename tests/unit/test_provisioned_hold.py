@@ -4,7 +4,7 @@ while it is incomplete, released once and never made again for the same request.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -44,7 +44,7 @@ def _free_gpus(cache: Cache, name: str) -> int:
     return info.node.allocatable.get(GPU, 0) - info.used(GPU)
 
 
-def _first_free(cache: Cache, claimed: dict[str, int]):  # type: ignore[no-untyped-def]
+def _first_free(cache: Cache, claimed: dict[str, int]) -> Callable[[Pod, Sequence[str]], str]:
     """A placer by free GPUs (untainted nodes), counting what it placed before."""
     def place(member: Pod, nodes: Sequence[str]) -> str:
         for name in nodes:
