@@ -120,6 +120,8 @@ GOOD_QUEUES: list[Any] = [
     {"weight": 3, "capability": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": 8},
      "reclaimable": False},
     {"capability": {"cpu": 0}},
+    {"scaleUpWaitSeconds": 0},
+    {"scaleUpWaitSeconds": 90.5},
 ]
 
 BAD_QUEUES: list[tuple[Any, str]] = [
@@ -131,6 +133,8 @@ BAD_QUEUES: list[tuple[Any, str]] = [
     ({"capability": {"cpu": -4}}, "spec.capability[cpu]"),
     ({"capability": {"cpu": "1e197"}}, "spec.capability"),
     ({"reclaimable": "yes"}, "spec.reclaimable"),
+    ({"scaleUpWaitSeconds": -1}, "spec.scaleUpWaitSeconds"),
+    ({"scaleUpWaitSeconds": "2m"}, "spec.scaleUpWaitSeconds"),
 ]
 
 # Run-time refusals in api/podgroups.py and api/queues.py that the API server cannot make

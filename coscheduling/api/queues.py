@@ -7,6 +7,7 @@ be told which field is wrong.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,9 @@ class Queue:
     capability: dict[str, int] = field(default_factory=dict)
     # Whether other queues may take back what this queue borrowed beyond its share.
     reclaimable: bool = True
+    # How long its gangs that could preempt wait for a scale-up first (None: the plugin's
+    # default; a PodGroup's own annotation comes before it).
+    scale_up_wait_seconds: float | None = None
     resource_version: str = ""
     errors: tuple[str, ...] = ()
 
@@ -66,8 +70,21 @@ def parse_queue(obj: dict[str, Any]) -> Queue:
         errors.append(f"spec.reclaimable: must be true or false, got {reclaimable!r}")
     else:
         queue.reclaimable = reclaimable
+    queue.scale_up_wait_seconds = _seconds(spec.get("scaleUpWaitSeconds"),
+                                           "spec.scaleUpWaitSeconds", errors)
     queue.errors = tuple(errors)
     return queue
+
+
+def _seconds(raw: object, path: str, errors: list[str]) -> float | None:
+    """An optional number of seconds, at least 0."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) \
+            or raw < 0:
+        errors.append(f"{path}: must be a number of seconds >= 0, got {raw!r}")
+        return None
+    return float(raw)
 
 
 def default_queue_object() -> dict[str, Any]:

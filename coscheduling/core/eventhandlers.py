@@ -396,8 +396,9 @@ class QueueEvents:
             self.s.activator.capacity_freed_locked()
 
     def on_update(self, old: Queue, new: Queue) -> None:
-        if (old.weight, old.capability, old.reclaimable, old.errors) == (
-                new.weight, new.capability, new.reclaimable, new.errors):
+        if (old.weight, old.capability, old.reclaimable, old.scale_up_wait_seconds,
+                old.errors) == (new.weight, new.capability, new.reclaimable,
+                                new.scale_up_wait_seconds, new.errors):
             return  # a status write (ours) coming back
         self.on_add(new)
 

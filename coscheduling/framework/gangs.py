@@ -24,6 +24,7 @@ from coscheduling.framework.interfaces import (
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
+    from coscheduling.api.queues import Queue
 
 def _the_one(plugins: Sequence[Plugin], kind: type[Any]) -> Any:
     """The profile's plugin implementing ``kind``; two are a profile error (which one
@@ -64,6 +65,11 @@ class GangExtensions:
 
     def may_reserve(self, group_key: str, queue: str, more: Mapping[str, int]) -> bool:
         return self._shares is None or self._shares.may_reserve(group_key, queue, more)
+
+    def queue(self, name: str) -> Queue | None:
+        """The Queue record the share plugin keeps (a gang's per-queue settings); None
+        without one."""
+        return self._shares.queue(name) if self._shares is not None else None
 
     @property
     def kept(self) -> bool:

@@ -14,6 +14,7 @@ from coscheduling.framework.status import Status
 if TYPE_CHECKING:
     from coscheduling.api.podgroups import PodGroup
     from coscheduling.api.pods import Pod
+    from coscheduling.api.queues import Queue
     from coscheduling.framework.nodeinfo import NodeInfo
 
 MAX_NODE_SCORE = 100
@@ -200,6 +201,10 @@ class QueueSharePlugin(Plugin):
     @abstractmethod
     def may_reserve(self, group_key: str, queue: str, more: Mapping[str, int]) -> bool:
         """Whether the gang's reservation may grow by ``more`` (the queues' policy)."""
+
+    def queue(self, name: str) -> Queue | None:
+        """The Queue named ``name`` as last seen (None: not known)."""
+        return None
 
 
 class GangKeeperPlugin(Plugin):

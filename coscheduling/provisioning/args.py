@@ -17,7 +17,7 @@ from coscheduling.config.errors import (
 from coscheduling.provisioning.requests import ATOMIC_CLASS
 
 _KNOWN = {"enabled", "provisioningClassName", "retrySeconds", "maxRetrySeconds",
-          "guardNodes", "preemptionDelaySeconds"}
+          "guardNodes", "preemptionDelaySeconds", "provisionedHoldSeconds"}
 
 
 @dataclass(frozen=True)
@@ -35,12 +35,17 @@ class ScaleUpArgs:
     # once, as without scale-ups); a PodGroup may say otherwise
     # (batch.scheduler.tencent.com/scale-up-wait-seconds).
     preemption_delay_seconds: float = 0.0
+    # How long the room a Provisioned request added stays held for its gang at most (it
+    # ends earlier when the gang is placed or deleted): as long as the autoscaler's own
+    # booking of it, so that neither gives the room away before the other.
+    provisioned_hold_seconds: float = 600.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "provisioningClassName": self.provisioning_class,
                 "retrySeconds": self.retry_seconds, "maxRetrySeconds": self.max_retry_seconds,
                 "guardNodes": self.guard_nodes,
-                "preemptionDelaySeconds": self.preemption_delay_seconds}
+                "preemptionDelaySeconds": self.preemption_delay_seconds,
+                "provisionedHoldSeconds": self.provisioned_hold_seconds}
 
 
 def validate_scale_up(value: object, path: str) -> dict[str, Any]:
@@ -64,11 +69,22 @@ def validate_scale_up(value: object, path: str) -> dict[str, Any]:
         retry, most, as_bool(raw.get("guardNodes", defaults.guard_nodes), f"{path}.guardNodes"),
         as_float(raw.get("preemptionDelaySeconds", defaults.preemption_delay_seconds),
                  f"{path}.preemptionDelaySeconds", minimum=0),
+        as_float(raw.get("provisionedHoldSeconds", defaults.provisioned_hold_seconds),
+                 f"{path}.provisionedHoldSeconds", exclusive_minimum=0),
     ).to_dict()
+
+
+def scale_up_wait(group: float | None, queue: float | None, default: float) -> float:
+    """How long a gang that could preempt waits for its scale-up first: its PodGroup's
+    annotation, else its Queue's spec.scaleUpWaitSeconds, else preemptionDelaySeconds."""
+    if group is not None:
+        return group
+    return queue if queue is not None else default
 
 
 def parse_scale_up(raw: Mapping[str, Any]) -> ScaleUpArgs:
     checked = validate_scale_up(raw, "args.scaleUp")
     return ScaleUpArgs(bool(checked["enabled"]), str(checked["provisioningClassName"]),
                        float(checked["retrySeconds"]), float(checked["maxRetrySeconds"]),
-                       bool(checked["guardNodes"]), float(checked["preemptionDelaySeconds"]))
+                       bool(checked["guardNodes"]), float(checked["preemptionDelaySeconds"]),
+                       float(checked["provisionedHoldSeconds"]))

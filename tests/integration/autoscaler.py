@@ -8,7 +8,8 @@ autoscaler's side of the contracts the scheduler relies on, and nothing more:
   podSets go first on the room the ready nodes have free, the rest on new nodes of the
   first node group whose template holds them, within the group's maximum; all of them or
   none (``Failed``, with the reason). Then ``Accepted`` and ``Provisioned``, as the
-  autoscaler reports them.
+  autoscaler reports them. The new nodes join before the answer, or, given a ``join``
+  event, only once it is set (after the answer: a cloud's nodes take a while to boot).
 - Scale-down: a node of a group with no pod bound, past ``unneeded_seconds``, above the
   group's minimum, is deleted, unless it carries
   ``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``.
@@ -136,8 +137,10 @@ class StandInAutoscaler:
 
     def __init__(self, kube: KubeClient, groups: list[NodeGroup], *,
                  unneeded_seconds: float = 1.0, booking_seconds: float = 600.0,
-                 interval: float = 0.5) -> None:
+                 interval: float = 0.5, join: threading.Event | None = None) -> None:
         self.kube = kube
+        self.join = join
+        self._joining: list[tuple[NodeGroup, str]] = []  # answered, waiting for ``join``
         self.groups = {g.name: g for g in groups}
         self.unneeded_seconds = unneeded_seconds
         self.booking_seconds = booking_seconds  # its own new nodes stay this long, booked
@@ -180,6 +183,10 @@ class StandInAutoscaler:
             key = f"{meta['namespace']}/{meta['name']}"
             if key not in self.decisions and request_state(request).state == "Pending":
                 self.decisions[key] = self._provision(request, nodes, pods)
+        if self._joining and self.join is not None and self.join.is_set():
+            for group, name in self._joining:
+                self._make_node(group, name)
+            self._joining = []
         self._scale_down(nodes, pods)
 
     # -- scale-up ------------------------------------------------------------------------
@@ -207,9 +214,15 @@ class StandInAutoscaler:
                 planned.append((group, spot))
             _take(spot, need)
         taken = {n["metadata"]["name"] for n in nodes}
-        made = [self._make_node(group, taken) for group, _ in planned]
-        return self._answer(request, Decision(name, "Provisioned", made,
-                                              f"provisioned {len(made)} node(s)"))
+        made = [(group, self._name_for(group, taken)) for group, _ in planned]
+        decision = Decision(name, "Provisioned", [node for _, node in made],
+                            f"provisioned {len(made)} node(s)")
+        if self.join is not None:
+            self._joining += made
+            return self._answer(request, decision)
+        for group, node in made:
+            self._make_node(group, node)
+        return self._answer(request, decision)
 
     def _free_room(self, nodes: list[dict[str, Any]],
                    pods: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -236,10 +249,13 @@ class StandInAutoscaler:
             full.append(f"{group.name} is at its maximum size {group.max_size}")
         return "; ".join(full) or f"no node group can hold a pod requesting {need}"
 
-    def _make_node(self, group: NodeGroup, taken: set[str]) -> str:
-        taken.update(self.created, self.removed)
+    def _name_for(self, group: NodeGroup, taken: set[str]) -> str:
+        taken.update(self.created, self.removed, (name for _, name in self._joining))
         index = next(i for i in range(1, 1000) if f"{group.name}-{i}" not in taken)
-        name = f"{group.name}-{index}"
+        taken.add(f"{group.name}-{index}")
+        return f"{group.name}-{index}"
+
+    def _make_node(self, group: NodeGroup, name: str) -> None:
         resources = {"pods": "110", **group.allocatable}
         now = time.time()
         node = self.kube.create("/api/v1/nodes", {
@@ -253,7 +269,6 @@ class StandInAutoscaler:
         self.created[name] = now
         if node["spec"].get("taints"):  # the not-ready taint admission adds on create
             self.kube.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
-        return name
 
     def _answer(self, request: dict[str, Any], decision: Decision) -> Decision:
         now = _stamp(time.time())

@@ -8,17 +8,18 @@ scale-down-disabled annotation. Nodes are API objects without kubelets.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Self
 
 import pytest
 import yaml
 
 from coscheduling.api.runtimes import SCALE_UP_WAIT_ANNOTATION
 from coscheduling.api.times import parse_rfc3339
-from coscheduling.cluster.client import KubeClient
+from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.commands.explain import explain
 from coscheduling.provisioning.guard import GUARDED_BY, SCALE_DOWN_DISABLED
 from coscheduling.provisioning.requests import (
@@ -55,6 +56,7 @@ SCALE_UP = {"pluginConfig": [{"name": "Coscheduling", "args": {
     "freezeSeconds": 2, "scaleUp": {"enabled": True, "guardNodes": True, "retrySeconds": 2}}}]}
 GROUPS = [NodeGroup("cpu", {"cpu": "4", "memory": "16Gi"}, max_size=3),
           NodeGroup("gpu", {"cpu": "16", "memory": "64Gi", GPU: "8"}, max_size=2)]
+HELD_GPU = NodeGroup("held-gpu", {"cpu": "16", "memory": "64Gi", GPU: "8"}, max_size=2)
 
 
 @pytest.fixture
@@ -81,7 +83,7 @@ class Poller:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Poller:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -216,6 +218,75 @@ def test_gang_gets_the_nodes_it_needs_in_one_request_and_binds_whole(
                what="the request deleted with its PodGroup")
 
 
+class SmallPods(Poller):
+    """A stream of small pods (one GPU each), one every ``interval`` seconds."""
+
+    interval = 0.3
+
+    def __init__(self, kube: KubeClient, namespace: str, scheduler: str, first: int) -> None:
+        super().__init__()
+        self.kube, self.namespace, self.scheduler = kube, namespace, scheduler
+        self.made = first
+
+    def poll(self) -> bool:
+        create_pod(self.kube, self.namespace, small_pod(self.made, self.scheduler))
+        self.made += 1
+        return True
+
+
+def small_pod(index: int, scheduler: str) -> dict[str, Any]:
+    return pod_body(f"small-{index}", scheduler=scheduler, cpu="100m", extra={GPU: "1"})
+
+
+def test_provisioned_room_is_held_for_the_gang_against_a_stream_of_small_pods(
+        kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
+        start_scheduler: StartScheduler) -> None:
+    """The request is Provisioned before its node joins; small pods older than the gang
+    (same priority: they go first in the queue) and more arriving while the node joins
+    would fit on it, but it is held for the gang, which is bound whole there. (A node group
+    of its own: a node name another test used may still carry that test's pods.)"""
+    sched = start_scheduler(SCALE_UP)
+    make_node("held-gpu-0", cpu="16", memory="64Gi", extended={GPU: "8"},
+              labels={GROUP_LABEL: "held-gpu"})
+    create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="1",
+                                         extra={GPU: "8"}, node_name="held-gpu-0"))
+    _in_cache(sched, namespace, "filler")
+    for i in range(4):  # waiting for room before the gang exists
+        create_pod(kube, namespace, small_pod(i, sched.name))
+    join = threading.Event()
+    with StandInAutoscaler(kube, [HELD_GPU], join=join) as autoscaler:
+        create_podgroup(kube, namespace, "held", 2)
+        for i in range(2):
+            create_pod(kube, namespace, pod_body(f"held-{i}", scheduler=sched.name,
+                                                 cpu="1", group="held", extra={GPU: "4"}))
+        wait_until(lambda: (_group(kube, namespace, "held").get("status") or {})
+                   .get("provisioningRequest", {}).get("state") == "Provisioned",
+                   what="the scheduler saw the request Provisioned (its node not joined)")
+        assert not exists(kube, "/api/v1/nodes/held-gpu-1")
+        with SmallPods(kube, namespace, sched.name, first=4) as stream:
+            join.set()  # the node boots and joins while small pods keep coming
+            wait_until(lambda: exists(kube, "/api/v1/nodes/held-gpu-1"), what="held-gpu-1 joined")
+            wait_until(lambda: stream.made >= 10, what="six more small pods made")
+
+            def bound() -> dict[str, str]:
+                return {p["metadata"]["name"]: p["spec"].get("nodeName", "")
+                        for p in list_pods(kube, namespace)}
+
+            try:
+                wait_until(lambda: bound().get("held-0") and bound().get("held-1"),
+                           what="the gang bound")
+            finally:
+                print("bound:", {name: node for name, node in bound().items() if node})
+                for event in events_for(kube, namespace, "held"):
+                    print("event", event["reason"], event["message"])
+    assert autoscaler.decisions[f"{namespace}/held-gang-1"].nodes == ["held-gpu-1"]
+    placed = bound()
+    assert (placed["held-0"], placed["held-1"]) == ("held-gpu-1", "held-gpu-1")
+    assert not [name for name, node in placed.items() if name.startswith("small-") and node]
+    held = [e for e in events_for(kube, namespace, "held") if e["reason"] == "ScaleUpHeld"]
+    assert held and "held-gpu-1" in held[0]["message"]
+
+
 def test_gang_no_node_shape_can_hold_asks_for_nothing_and_says_why(
         kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
         start_scheduler: StartScheduler) -> None:
@@ -279,18 +350,47 @@ def test_failed_request_leaves_the_gang_waiting_with_the_reason_and_is_asked_aga
     assert {"ScaleUpRequested", "ScaleUpFailed"} <= reasons
 
 
+@pytest.fixture
+def default_queue_wait(kube: KubeClient, crd: None) -> Iterator[Callable[[float], None]]:
+    """Sets spec.scaleUpWaitSeconds on the ``default`` Queue (the scheduler made it at its
+    start), and takes it off again after the test. The default queue, so that the victim
+    (a pod without a group) and the gang share it: no reclaim between queues comes in."""
+    path = f"/apis/{PG_API}/queues/default"
+
+    def set_wait(seconds: float) -> None:
+        wait_until(lambda: exists(kube, path), what="the default Queue")
+        kube.patch(path, {"spec": {"scaleUpWaitSeconds": seconds}})
+
+    yield set_wait
+    with contextlib.suppress(ApiError):
+        kube.patch(path, {"spec": {"scaleUpWaitSeconds": None}})
+
+
+@pytest.mark.parametrize(("annotation", "queue_wait"), [
+    ("4", None),  # the PodGroup's own wait
+    (None, 4.0),  # its Queue's (the plugin's default is 0)
+    ("4", 3600.0),  # the PodGroup's comes before its Queue's
+], ids=["podgroup", "queue", "podgroup-over-queue"])
 def test_gang_that_could_preempt_waits_its_delay_for_a_scale_up_first(
         kube: KubeClient, namespace: str, make_node: Any, provisioning_api: None,
-        start_scheduler: StartScheduler) -> None:
-    """No autoscaler answers (a slow cloud): the gang asks, waits its PodGroup's 4 s
-    without evicting anything, then preempts as before and is bound."""
+        start_scheduler: StartScheduler, default_queue_wait: Callable[[float], None],
+        annotation: str | None, queue_wait: float | None) -> None:
+    """No autoscaler answers (a slow cloud): the gang asks, waits its 4 s (its PodGroup's,
+    else its Queue's) without evicting anything, then preempts as before and is bound."""
     create_priority_class(kube, "scale-up-low", 100)
     create_priority_class(kube, "scale-up-high", 100_000)
     sched = start_scheduler(SCALE_UP)
-    make_node("cpu-0", cpu="4", labels={GROUP_LABEL: "cpu"})
+    node = f"cpu-{namespace}"  # a name of its own: each row's pods linger a while after it
+    make_node(node, cpu="4", labels={GROUP_LABEL: "cpu"})
     create_pod(kube, namespace, pod_body("victim", scheduler=sched.name, cpu="4",
-                                         priority_class="scale-up-low", node_name="cpu-0"))
+                                         priority_class="scale-up-low", node_name=node))
     _in_cache(sched, namespace, "victim")
+    if queue_wait is not None:
+        default_queue_wait(queue_wait)
+        queues = sched.service.scheduler.framework.instances["Proportion"].queues
+        wait_until(lambda: getattr(queues.get("default"), "scale_up_wait_seconds", None)
+                   == queue_wait, what="the scheduler's record of the default Queue's wait")
+    annotations = {SCALE_UP_WAIT_ANNOTATION: annotation} if annotation is not None else {}
 
     def asked() -> dict[str, Any]:
         status = _group(kube, namespace, "urgent").get("status") or {}
@@ -299,7 +399,7 @@ def test_gang_that_could_preempt_waits_its_delay_for_a_scale_up_first(
     with Vanishing(kube, f"/api/v1/namespaces/{namespace}/pods/victim") as gone:
         kube.create(f"/apis/{PG_API}/namespaces/{namespace}/podgroups", {
             "apiVersion": PG_API, "kind": "PodGroup",
-            "metadata": {"name": "urgent", "annotations": {SCALE_UP_WAIT_ANNOTATION: "4"}},
+            "metadata": {"name": "urgent", "annotations": annotations},
             "spec": {"minMember": 2}})
         for i in range(2):
             create_pod(kube, namespace, pod_body(

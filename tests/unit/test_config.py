@@ -38,7 +38,7 @@ def test_defaults() -> None:
         "scaleUp": {"enabled": False,
                     "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
                     "retrySeconds": 10.0, "maxRetrySeconds": 300.0, "guardNodes": False,
-                    "preemptionDelaySeconds": 0.0}}
+                    "preemptionDelaySeconds": 0.0, "provisionedHoldSeconds": 600.0}}
     assert config.leader_election.lease_duration == 15
     assert (config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds) == (1, 10)
 

@@ -12,11 +12,12 @@ import pytest
 from coscheduling.api.nodes import parse_node
 from coscheduling.api.podgroups import parse_podgroup
 from coscheduling.api.pods import Pod, parse_pod
+from coscheduling.api.queues import parse_queue
 from coscheduling.api.runtimes import SCALE_UP_WAIT_ANNOTATION
 from coscheduling.api.times import parse_rfc3339
 from coscheduling.config.errors import ConfigError
 from coscheduling.framework.nodeinfo import NodeInfo
-from coscheduling.provisioning.args import ScaleUpArgs, parse_scale_up
+from coscheduling.provisioning.args import ScaleUpArgs, parse_scale_up, scale_up_wait
 from coscheduling.provisioning.requests import (
     ATOMIC_CLASS,
     CLASS_ANNOTATION,
@@ -96,6 +97,8 @@ def test_request_and_templates_are_owned_by_the_podgroup() -> None:
     ({"retrySeconds": 60, "maxRetrySeconds": 30}, "args.scaleUp.maxRetrySeconds"),
     ({"provisioningClassName": ""}, "args.scaleUp.provisioningClassName"),
     ({"class": "x"}, "args.scaleUp.class"),
+    ({"provisionedHoldSeconds": 0}, "args.scaleUp.provisionedHoldSeconds"),
+    ({"provisionedHoldSeconds": "10m"}, "args.scaleUp.provisionedHoldSeconds"),
 ])
 def test_bad_scale_up_arguments_name_the_field(raw: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as error:
@@ -227,3 +230,31 @@ def test_scale_up_wait_annotation_on_the_podgroup() -> None:
     bad = group("soon")
     assert bad.scale_up_wait_seconds is None
     assert any(SCALE_UP_WAIT_ANNOTATION in w for w in bad.warnings)
+
+
+@pytest.mark.parametrize(("group", "queue", "default", "wait"), [
+    (None, None, 30.0, 30.0),  # the plugin's preemptionDelaySeconds
+    (None, 120.0, 30.0, 120.0),  # the Queue's spec.scaleUpWaitSeconds before it
+    (10.0, 120.0, 30.0, 10.0),  # the PodGroup's annotation before both
+    (0.0, 120.0, 30.0, 0.0),  # a PodGroup may say "do not wait"
+    (None, 0.0, 30.0, 0.0),  # and so may a Queue
+])
+def test_scale_up_wait_podgroup_then_queue_then_default(
+        group: float | None, queue: float | None, default: float, wait: float) -> None:
+    assert scale_up_wait(group, queue, default) == wait
+
+
+@pytest.mark.parametrize(("raw", "seconds", "error"), [
+    (None, None, ""),
+    (45, 45.0, ""),
+    (2.5, 2.5, ""),
+    (-1, None, "spec.scaleUpWaitSeconds: must be a number of seconds >= 0, got -1"),
+    ("2m", None, "spec.scaleUpWaitSeconds: must be a number of seconds >= 0, got '2m'"),
+    (True, None, "spec.scaleUpWaitSeconds: must be a number of seconds >= 0, got True"),
+])
+def test_queue_scale_up_wait_is_read_or_refused_naming_the_field(
+        raw: object, seconds: float | None, error: str) -> None:
+    spec = {} if raw is None else {"scaleUpWaitSeconds": raw}
+    queue = parse_queue({"metadata": {"name": "team"}, "spec": spec})
+    assert queue.scale_up_wait_seconds == seconds
+    assert queue.errors == ((error,) if error else ())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Hashable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
@@ -19,7 +20,7 @@ from coscheduling.framework.cycle_state import (
     CycleFailure,
     CycleState,
 )
-from coscheduling.framework.handle import Handle
+from coscheduling.framework.handle import Handle, Transaction
 from coscheduling.framework.interfaces import (
     ClusterEventsPlugin,
     FilterPlugin,
@@ -66,7 +67,8 @@ from coscheduling.plugins.coscheduling.status import (
 from coscheduling.plugins.coscheduling.topology import Domain
 from coscheduling.preemption import Preemption
 from coscheduling.preemption.evaluator import NEVER
-from coscheduling.provisioning.args import parse_scale_up
+from coscheduling.provisioning.args import parse_scale_up, scale_up_wait
+from coscheduling.provisioning.hold import ProvisionedHolds, plan_room
 from coscheduling.provisioning.requests import ENDED, PENDING, PROVISIONED
 from coscheduling.provisioning.scaleup import no_shape_holds, provisioning_for
 
@@ -102,6 +104,9 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         # Whole-gang scale-ups (ProvisioningRequests) and the nodes kept from scale-down.
         self.scale_ups, self.guard = provisioning_for(
             handle.api, parse_scale_up(args.get("scaleUp") or {}))
+        # The room a Provisioned request added, held for its gang until it is placed there.
+        self.holds = ProvisionedHolds(handle.cache, self.scale_ups.args.provisioned_hold_seconds) \
+            if self.scale_ups is not None else None
         # Objects already warned about a malformed optional annotation: key -> message.
         self._warned: LRUCache[str, str] = LRUCache(maxsize=100_000)
         self._warned_lock = threading.Lock()
@@ -158,6 +163,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         """The gates a member passes (its group exists, is valid, agrees with it, is not
         another owner's, is not waiting for victims or frozen); then, when its gang must be
         admitted, the request for the gang's cycle (:meth:`admit_gang`)."""
+        self._hold_provisioned()  # before any pod's filters see a node a scale-up added
         self.reservations.lend(pod)
         group_key = pod.group_key
         group = self.handle.groups.podgroup(group_key) if group_key else None
@@ -206,11 +212,19 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         does not fit (and preempts nothing) reserves room if it is first in line."""
         manager, reservations = self.manager, self.reservations
         reservations.lend_own(group.key)
+        if self.holds is not None:
+            self.holds.lend(group.key)
         why = manager.try_admit(pod, group, candidates, counts, preemption)
         if not why:
             reservations.release(group.key, "placed")
             reservations.forget(group.key)
+            self._end_hold(group.key, "")
             return ""
+        if self.holds is not None:  # its room is the members' claims once it preempted
+            if manager.state(group.key).preempting:
+                self._end_hold(group.key, "")
+            else:
+                self.holds.restore(group.key)
         members = manager.missing(pod, group, candidates, counts)
         if why.startswith(WAITING_FOR_MEMBERS) or manager.state(group.key).preempting \
                 or isinstance(members, str):
@@ -228,6 +242,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         said, asked = self.scale_ups.consider(group, members, self.handle.cache.nodes(),
                                               self.handle.clock.now(), self._wait_for(group))
         if asked is not None:
+            if self.holds is not None:
+                self.holds.asked(group, asked.name, self.handle.cache.node_names())
             self.handle.status.group_event(group, "Normal", "ScaleUpRequested",
                                            asked.describe())
             self.handle.status.group_changed(group.key)
@@ -502,6 +518,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         self.shapes.pop(group_key, None)
         if self.scale_ups is not None:
             self.scale_ups.forget(group_key)
+        if self.holds is not None:
+            self.holds.forget(group_key)
         self.reservations.release(group_key, "deleted")
         self.reservations.forget(group_key)
         self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
@@ -558,8 +576,10 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         """How long the gang waits for a scale-up before it may preempt."""
         if self.scale_ups is None:
             return 0.0
-        own = group.scale_up_wait_seconds
-        return own if own is not None else self.scale_ups.args.preemption_delay_seconds
+        queue = self.handle.gangs.queue(group.queue)
+        return scale_up_wait(group.scale_up_wait_seconds,
+                             queue.scale_up_wait_seconds if queue is not None else None,
+                             self.scale_ups.args.preemption_delay_seconds)
 
     def _scale_up_first(self, group: PodGroup) -> bool:
         return self.scale_ups is not None and self.scale_ups.holds_back_preemption(
@@ -593,7 +613,87 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
             if state == PROVISIONED:
                 self.manager.thaw(group_key)
             keys.append(group_key)
+        self._expire_holds(now)
+        self._hold_provisioned()
         return keys
+
+    # -- the room a provisioned scale-up added (provisioning.hold) ----------------------------
+    def _provisioned(self, group_key: str, request: str) -> bool:
+        asked = self.scale_ups.of(group_key) if self.scale_ups is not None else None
+        return asked is not None and asked.name == request and asked.state.state == PROVISIONED
+
+    def _hold_provisioned(self) -> None:
+        """Claim, for each gang whose request is Provisioned, the room its missing members
+        would take (the new nodes first); a complete hold lets the gang try at once."""
+        if self.holds is None:
+            return
+        cache = self.handle.cache
+        for group_key, nodes in self.holds.due(self._provisioned):
+            group = self.handle.groups.podgroup(group_key)
+            members = self._missing_members(group) if group is not None else []
+            if group is None or not members:
+                continue
+            self.holds.lend(group_key)  # its own held room is planned again too
+            with cache.transaction() as tx:  # discarded: the plan claims nothing
+                room, placed = plan_room(members, nodes, partial(self._first_fit, tx))
+            complete = placed == len(members)
+            if self.holds.hold(group_key, room, complete, max(m.priority for m in members),
+                               self.handle.clock.now()):
+                self._announce_hold(group, len(members))
+            self.handle.status.group_changed(group_key)
+            if complete:
+                self._reservation_complete(group_key)
+
+    def _announce_hold(self, group: PodGroup, missing: int) -> None:
+        hold = self.holds.of(group.key) if self.holds is not None else None
+        if hold is not None:
+            self.handle.status.group_event(
+                group, "Normal", "ScaleUpHeld",
+                f"the room of its provisioned request {hold.request} is held for its "
+                f"{missing} missing member(s) until {format_rfc3339(hold.until)}: "
+                f"{hold.describe()}")
+
+    def _missing_members(self, group: PodGroup) -> list[Pod]:
+        """The members the gang's admission would place now (none while it waits for
+        members to be created)."""
+        counts = self.manager.counts(group.key)
+        pending = sorted((p for p in counts.pending if self._eligible(p)), key=self.sort_key)
+        if not pending:
+            return []
+        missing = self.manager.missing(pending[0], group, pending[1:], counts)
+        return missing if isinstance(missing, list) else []
+
+    def _first_fit(self, tx: Transaction, member: Pod, nodes: Sequence[str]) -> str:
+        """The first of ``nodes`` that ``member`` passes every filter on, claimed in ``tx``
+        (so that the next member counts it)."""
+        for name in nodes:
+            if self._fits_on(member, name):
+                tx.claim(dataclasses.replace(member, name=f"{member.name}~holding"), name)
+                return name
+        return ""
+
+    def _end_hold(self, group_key: str, why: str) -> None:
+        """Let the gang's held room go; ``why`` (not placed) is told and frees the room."""
+        ended = self.holds.release(group_key) if self.holds is not None else None
+        group = self.handle.groups.podgroup(group_key)
+        if ended is None or not why:
+            return
+        if group is not None:
+            self.handle.status.group_event(group, "Normal", "ScaleUpHoldEnded",
+                                           f"{why}; its room ({ended.describe()}) is free again")
+            self.handle.status.group_changed(group_key)
+        self.handle.activator.capacity_freed()
+
+    def _expire_holds(self, now: float) -> None:
+        if self.holds is None:
+            return
+        for group_key, hold in list(self.holds.held().items()):
+            if hold.until <= now:
+                self._end_hold(group_key, f"the hold ran out after "
+                               f"{self.holds.seconds:g}s without the gang placed")
+            elif not self._provisioned(group_key, hold.request):
+                self._end_hold(group_key, f"its request {hold.request} is no longer "
+                               "Provisioned")
 
     def _gang_nodes(self) -> set[str]:
         """Nodes holding a gang's claims, assumed or waiting members, or reservation."""
@@ -604,6 +704,9 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
                 nodes.update((cache.claimed_node(pod.key), cache.assumed_node(pod.key)))
         for reservation in self.reservations:
             nodes.update(reservation.targets)
+        if self.holds is not None:
+            for hold in self.holds.held().values():
+                nodes.update(hold.room)
         nodes.discard("")
         return nodes
 

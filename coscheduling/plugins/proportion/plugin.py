@@ -155,6 +155,9 @@ class Proportion(PreFilterPlugin, ClusterEventsPlugin, QueueSharePlugin):
         self._offered.update(takers)
         return takers
 
+    def queue(self, name: str) -> Queue | None:
+        return known_queue(self.queues, name)
+
     def may_reserve(self, group_key: str, queue_name: str, more: Mapping[str, int]) -> bool:
         """A reservation grows only as a gang of its queue could start: within the queue's
         share, or into room no queue below its own share asks for."""
