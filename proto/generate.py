@@ -87,6 +87,17 @@ def generate_kubernetes(out: Path) -> None:
                 lambda m: f"from {KUBERNETES_PACKAGE} import "
                           f"{kubernetes_module(m.group(1).replace('.', '/'))} as ", text)
             (out / f"{name}.py").write_text(STUB_HEADER + text)
+    _write_inline(out / "inline.py")
+
+
+def _write_inline(path: Path) -> None:
+    """proto/k8s.io/INLINE (fields JSON writes inline, see fetch_kubernetes.py) as code."""
+    pairs = [tuple(line.split()) for line in
+             (PROTO_ROOT / KUBERNETES_ROOT / "INLINE").read_text().splitlines() if line]
+    body = "".join(f"    ({message!r}, {field!r}),\n" for message, field in pairs)
+    path.write_text('"""(message, field) of the embedded Go structs JSON writes inline, from '
+                    'proto/k8s.io/INLINE\nby `make proto`: do not edit."""\n\n'
+                    f"INLINE: frozenset[tuple[str, str]] = frozenset({{\n{body}}})\n")
 
 
 if __name__ == "__main__":
