@@ -24,6 +24,7 @@ equality test, which puts them in random objects, then tells).
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -95,7 +96,7 @@ class ProtobufError(ValueError):
 class FieldError(ProtobufError):
     """A field of one object that has no JSON form (``path``: where, from the object)."""
 
-    def __init__(self, path: tuple[str, ...], why: str) -> None:
+    def __init__(self, path: deepjson.Path, why: str) -> None:
         super().__init__(why)
         self.path = path
 
@@ -289,10 +290,9 @@ def to_json(message: Message) -> dict[str, Any]:
                 out.update(convert(value))
             else:
                 out[name] = convert(value)
-        except FieldError as err:
-            raise FieldError((name, *err.path), str(err)) from None
-        except (ValueError, RecursionError) as err:
-            raise FieldError((name,), str(err)) from None
+        except (FieldError, ValueError, RecursionError) as err:
+            below = err.path if isinstance(err, FieldError) else ()
+            raise FieldError(below if name in inline else (name, *below), str(err)) from None
     return out
 
 
@@ -301,19 +301,32 @@ def _identity(value: Any) -> Any:
 
 
 def _converter(field: FieldDescriptor) -> Convert:
-    """How one field's value becomes JSON: by its shape (map, list, single) and type."""
+    """How one field's value becomes JSON: by its shape (map, list, single) and type. Map
+    keys are sorted, as Go's JSON writes them (records keep some in that order)."""
     if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
-        value_field = field.message_type.fields_by_name["value"]
-        value = _single(value_field)
+        value = _single(field.message_type.fields_by_name["value"])
         if value is _identity:
-            return dict
-        return lambda entries: {key: value(entry) for key, entry in entries.items()}
+            return lambda entries: dict(sorted(entries.items()))
+        return lambda entries: {key: value(entries[key]) for key in sorted(entries)}
     single = _single(field)
-    if field.is_repeated:
-        if single is _identity:
-            return list
-        return lambda values: [single(v) for v in values]
-    return single
+    if not field.is_repeated:
+        return single
+    if single is _identity:
+        return list
+    return lambda values: _each(single, values)
+
+
+def _each(convert: Convert, values: Any) -> list[Any]:
+    """The items of a list field converted; a failure names the item's index."""
+    try:
+        return [convert(value) for value in values]
+    except FieldError:
+        for index, value in enumerate(values):  # only to find which item failed
+            try:
+                convert(value)
+            except FieldError as err:
+                raise FieldError((index, *err.path), str(err)) from None
+        raise
 
 
 def _single(field: FieldDescriptor) -> Convert:
@@ -345,16 +358,18 @@ def _int_or_string(message: Any) -> int | str:
 
 
 def _raw_extension(message: Any) -> Any:
-    """runtime.RawExtension: the JSON it carries, decoded (deepjson: any depth); a value
-    left out makes the object unreadable, as in a JSON answer."""
+    """runtime.RawExtension: the JSON it carries, decoded. JSON too deep for the C decoder
+    or with a number Python will not convert makes the object unreadable, as such a value
+    does in a JSON answer (``deepjson`` leaves it out there)."""
     raw = bytes(message.raw)
     if not raw:
         return None
-    value = deepjson.loads(raw)
-    if isinstance(value, deepjson.Decoded) and value.left_out:
-        path, why = value.left_out[0]
-        raise FieldError(tuple(str(p) for p in path), why)
-    return value
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise FieldError((), "nested deeper than the JSON decoder goes") from None
+    except ValueError as err:
+        raise FieldError((), f"not JSON that can be read: {err}"[:200]) from None
 
 
 _SPECIAL: dict[str, Convert] = {
