@@ -24,6 +24,7 @@ equality test, which puts them in random objects, then tells).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 # The generated messages register themselves in the default descriptor pool on import.
+from coscheduling.api.pods import PLACEMENT_VOLUME_SOURCES
 from coscheduling.cluster import deepjson
 from coscheduling.cluster.kubeproto import (  # noqa: F401
     api_core_v1_pb2,
@@ -81,6 +83,13 @@ SKIPPED: dict[str, frozenset[str]] = {
     "k8s.io.api.core.v1.NodeStatus": frozenset({
         "conditions", "addresses", "daemonEndpoints", "nodeInfo", "volumesInUse",
         "volumesAttached", "config", "runtimeHandlers", "features"}),
+    # A pod's volumes are read for the sources that decide placement (and image volumes'
+    # references); the others, the service account token's projected volume in every pod
+    # among them, are many small messages that cost more to convert than the rest of a pod.
+    "k8s.io.api.core.v1.VolumeSource": frozenset(
+        field.name for field in descriptor_pool.Default().FindMessageTypeByName(
+            "k8s.io.api.core.v1.VolumeSource").fields
+        if field.name not in (*PLACEMENT_VOLUME_SOURCES, "image")),
 }
 """Per message type, fields no record builder reads (see the module)."""
 
@@ -263,37 +272,45 @@ class Frames:
 # ---- messages into JSON shapes ----------------------------------------------------------
 
 Convert = Callable[[Any], Any]
-# Per message type: its fields' converters (filled as fields are met), the fields skipped,
-# and the embedded ones written inline.
-_FIELDS: dict[Descriptor, tuple[dict[str, Convert], frozenset[str], frozenset[str]]] = {}
+# Per message type, per field: (its JSON name, or None for an embedded struct written
+# inline; how its value converts, None when it is the value itself), or None when skipped.
+Plan = dict[FieldDescriptor, tuple[str | None, Convert | None] | None]
+_PLANS: dict[Descriptor, Plan] = {}
 
 
 def to_json(message: Message) -> dict[str, Any]:
     """A message's set fields (but ``SKIPPED``) as the API server's JSON writes them."""
-    descriptor = message.DESCRIPTOR
-    plan = _FIELDS.get(descriptor)
-    if plan is None:
-        plan = _FIELDS[descriptor] = (
-            {}, SKIPPED.get(descriptor.full_name, frozenset()),
-            frozenset(field for message, field in INLINE if message == descriptor.full_name))
-    converters, skipped, inline = plan
+    plan = _PLANS.get(message.DESCRIPTOR) or _plan(message.DESCRIPTOR)
     out: dict[str, Any] = {}
     for field, value in message.ListFields():
-        name = field.name
-        convert = converters.get(name)
+        how = plan[field]
+        if how is None:
+            continue
+        name, convert = how
         if convert is None:
-            if name in skipped:
-                continue
-            convert = converters[name] = _converter(field)
+            out[name] = value  # type: ignore[index]
+            continue
         try:
-            if name in inline:
+            if name is None:
                 out.update(convert(value))
             else:
                 out[name] = convert(value)
         except (FieldError, ValueError, RecursionError) as err:
             below = err.path if isinstance(err, FieldError) else ()
-            raise FieldError(below if name in inline else (name, *below), str(err)) from None
+            raise FieldError(below if name is None else (name, *below), str(err)) from None
     return out
+
+
+def _plan(descriptor: Descriptor) -> Plan:
+    skipped = SKIPPED.get(descriptor.full_name, frozenset())
+    plan: Plan = {}
+    for field in descriptor.fields:
+        convert = _converter(field)
+        inline = (descriptor.full_name, field.name) in INLINE
+        plan[field] = None if field.name in skipped else (
+            None if inline else field.name, None if convert is _identity else convert)
+    _PLANS[descriptor] = plan
+    return plan
 
 
 def _identity(value: Any) -> Any:
@@ -342,7 +359,13 @@ def _time(message: Any) -> str | None:
     (sent as an empty message, as Go reads it)."""
     if not message.seconds and not message.nanos:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(message.seconds))
+    return _rfc3339(message.seconds)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rfc3339(seconds: int) -> str:
+    """Objects made in one burst share their second: the text is made once."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def _micro_time(message: Any) -> str | None:

@@ -304,7 +304,7 @@ class SchedulerService:
                              watch_read_timeout=WATCH_TIMEOUT, unreadable=self.unreadable,
                              stand_in=watch.stand_in, record_error=watch.record_error,
                              keep_previous=watch.keep_previous, object_key=watch.object_key,
-                             protobuf=True)
+                             protobuf=self.config.client_connection.protobuf)
 
     def _derived_groups(self) -> tuple[DerivedGroups, GroupDiscovery[WorkloadKind]]:
         """Groups derived from owners (coscheduling.core.derivedgroups): the pods watch derives
