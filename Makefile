@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WORKDIR ?= $(CURDIR)/.localcluster
 
-.PHONY: all venv lock image-context test test-real unit integration lint proto proto-check cluster \
+.PHONY: all venv lock image-context test test-real unit integration lint proto proto-check proto-kubernetes cluster \
 	cluster-down demo clean node-packages image image-packages e2e krew-archive helm
 
 all: test
@@ -126,14 +126,20 @@ lint: $(STAMP)
 
 # The gRPC code in coscheduling/server/gen, from proto/ with the pinned grpcio-tools.
 proto: $(STAMP)
-	$(PY) proto/generate.py coscheduling/server/gen
+	$(PY) proto/generate.py coscheduling/server/gen coscheduling/cluster/kubeproto
 
 # Fails when the committed generated code differs from what proto/ generates (CI).
 proto-check: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	$(PY) proto/generate.py "$$tmp" && \
-	diff -r -x __pycache__ "$$tmp" coscheduling/server/gen && \
-	echo "proto-check: coscheduling/server/gen is up to date"
+	$(PY) proto/generate.py "$$tmp/gen" "$$tmp/kubeproto" 2>/dev/null && \
+	diff -r -x __pycache__ "$$tmp/gen" coscheduling/server/gen && \
+	diff -r -x __pycache__ "$$tmp/kubeproto" coscheduling/cluster/kubeproto && \
+	echo "proto-check: coscheduling/server/gen and coscheduling/cluster/kubeproto are up to date"
+
+# The Kubernetes .proto files in proto/k8s.io, again from the Go modules of the local control
+# plane's release (then `make proto`).
+proto-kubernetes: $(STAMP)
+	$(PY) proto/fetch_kubernetes.py
 
 # kubectl gang's krew archive (dist/kubectl-gang.zip) and its sha256, which
 # deploy/krew/gang.yaml names: kubectl krew install --manifest=... --archive=...

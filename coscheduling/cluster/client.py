@@ -3,21 +3,25 @@
 
 Answers are plain dicts, not model classes (slow to build); every request has a
 client-side timeout, so a dead connection cannot hang a thread. Where the server is and how
-we authenticate comes from ``kubeconfig``.
+we authenticate comes from ``kubeconfig``. Lists and watches of the built-in kinds that
+``protobuf.kind_of`` names may be read as protobuf (``list_page``, ``watch`` with
+``binary``), into the same dict shapes; the server answers JSON instead for what it does not
+serve as protobuf, and that answer is read as JSON.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
+from google.protobuf.message import Message
 
 from coscheduling import __version__
-from coscheduling.cluster import deepjson
+from coscheduling.cluster import deepjson, protobuf
 from coscheduling.cluster.http_wire import Wire, WireError
 from coscheduling.cluster.kubeconfig import KEEPALIVE, CredentialsError, Endpoint, load_endpoint
 from coscheduling.cluster.ratelimit import TokenBucket
@@ -26,6 +30,11 @@ CONNECT_TIMEOUT = 5.0
 USER_AGENT = f"coscheduling/{__version__}"
 IDLE_WATCH = "idle watch"
 REQUEST_TIMEOUT = 30.0
+JSON = "application/json"
+# Offered for the built-in kinds (as client-go offers them): protobuf when served, else JSON.
+PROTOBUF_OR_JSON = f"{protobuf.PROTOBUF}, {JSON}"
+WATCH_PROTOBUF_OR_JSON = f"{protobuf.WATCH_STREAM}, {JSON}"
+Decode = Callable[[bytes], dict[str, Any]]
 
 
 class ApiError(Exception):
@@ -106,15 +115,15 @@ class KubeClient:
         if self._wire is not None:
             self._wire.close()
 
-    def _prepare(self, path: str, query: Mapping[str, Any] | None,
-                 content_type: str) -> tuple[str, dict[str, str]]:
+    def _prepare(self, path: str, query: Mapping[str, Any] | None, content_type: str,
+                 accept: str = JSON) -> tuple[str, dict[str, str]]:
         """Wait for the rate limiter; the request's path with its query, and its headers."""
         self._limiter.acquire()
         try:
             credentials = self.endpoint.credentials()
         except CredentialsError as err:
             raise ApiError(0, f"cannot authenticate to {self.host}: {err}") from err
-        headers = {"Accept": "application/json", "Content-Type": content_type,
+        headers = {"Accept": accept, "Content-Type": content_type,
                    "User-Agent": USER_AGENT, **credentials}
         if query:
             path += "?" + urlencode({k: _query_value(v) for k, v in query.items()})
@@ -123,9 +132,9 @@ class KubeClient:
     def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
               body: Any = None, content_type: str = "application/json",
               timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
-              stream: bool = False) -> urllib3.BaseHTTPResponse:
+              stream: bool = False, accept: str = JSON) -> urllib3.BaseHTTPResponse:
         """One HTTP request on the shared urllib3 connection pool."""
-        path, headers = self._prepare(path, query, content_type)
+        path, headers = self._prepare(path, query, content_type, accept)
         connect, read = timeout if isinstance(timeout, tuple) else (CONNECT_TIMEOUT, timeout)
         options: dict[str, Any] = {
             "body": None if body is None else json.dumps(body), "headers": headers,
@@ -151,23 +160,27 @@ class KubeClient:
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: Any = None, content_type: str = "application/json",
-                timeout: float = REQUEST_TIMEOUT, answer: bool = True) -> dict[str, Any]:
+                timeout: float = REQUEST_TIMEOUT, answer: bool = True,
+                accept: str = JSON, decode: Decode | None = None) -> dict[str, Any]:
         """One request; the decoded JSON answer (``{}`` when the body is empty, or when
-        ``answer`` is False: a success's body is then not decoded)."""
+        ``answer`` is False: a success's body is then not decoded). ``decode`` reads a
+        success's body instead (a protobuf list page)."""
+        decode = decode or _json_or_empty
         if self._wire is not None:
             return self._exchange(self._wire, method, path, query, body, content_type,
-                                  timeout, answer)
+                                  timeout, (accept, decode) if answer else None)
         response = self._call(method, path, query=query, body=body,
-                              content_type=content_type, timeout=timeout)
+                              content_type=content_type, timeout=timeout, accept=accept)
         try:
-            return _json_or_empty(response.data) if answer else {}
+            return decode(response.data) if answer else {}
         finally:
             response.release_conn()
 
     def _exchange(self, wire: Wire, method: str, path: str, query: Mapping[str, Any] | None,
                   body: Any, content_type: str, timeout: float,
-                  answer: bool) -> dict[str, Any]:
-        path, headers = self._prepare(path, query, content_type)
+                  answer: tuple[str, Decode] | None) -> dict[str, Any]:
+        path, headers = self._prepare(path, query, content_type,
+                                      answer[0] if answer is not None else JSON)
         payload = None if body is None else json.dumps(body).encode()
         try:
             reply = wire.exchange(method, self._prefix + path, headers, payload,
@@ -176,10 +189,28 @@ class KubeClient:
             raise self._unreachable(err) from err
         if reply.status >= 300:
             raise _refused(reply.status, reply.reason, reply.body)
-        return _json_or_empty(reply.body) if answer else {}
+        return answer[1](reply.body) if answer is not None else {}
 
     def get(self, path: str, **query: Any) -> dict[str, Any]:
         return self.request("GET", path, query=query)
+
+    def list_page(self, path: str, query: Mapping[str, Any],
+                  binary: protobuf.Binary | None) -> dict[str, Any]:
+        """One page of a list; with ``binary``, offered as protobuf (read by
+        ``protobuf.decode_list``) or JSON, whichever the server sends."""
+        if binary is None:
+            return self.request("GET", path, query=query)
+        item, items = binary
+
+        def decode(body: bytes) -> dict[str, Any]:
+            if body.startswith(protobuf.MAGIC):
+                try:
+                    return protobuf.decode_list(body, item, items)
+                except protobuf.ProtobufError as err:
+                    raise ApiError(0, f"list of {path}: {err}") from err
+            return _json_or_empty(body)
+
+        return self.request("GET", path, query=query, accept=PROTOBUF_OR_JSON, decode=decode)
 
     def create(self, path: str, body: Mapping[str, Any], *,
                answer: bool = True) -> dict[str, Any]:
@@ -200,24 +231,27 @@ class KubeClient:
         return self.request("PATCH", path, body=body, content_type=content_type,
                             answer=answer)
 
-    def watch(self, path: str, query: Mapping[str, Any],
-              read_timeout: float) -> Iterator[dict[str, Any]]:
+    def watch(self, path: str, query: Mapping[str, Any], read_timeout: float,
+              binary: protobuf.Binary | None = None) -> Iterator[dict[str, Any]]:
         """Watch events as dicts (``deepjson``: an event too deep for the C decoder is a
-        ``deepjson.Decoded`` with the values it left out). Raises ApiError on HTTP errors
+        ``deepjson.Decoded`` with the values it left out); with ``binary``, offered as a
+        protobuf stream, read as whichever the server sends. Raises ApiError on HTTP errors
         and dead connections."""
         response = self._call("GET", path, query={**query, "watch": "true"},
-                              timeout=(CONNECT_TIMEOUT, read_timeout), stream=True)
+                              timeout=(CONNECT_TIMEOUT, read_timeout), stream=True,
+                              accept=JSON if binary is None else WATCH_PROTOBUF_OR_JSON)
         try:
             if response.status >= 300:
                 answer = _json_or_empty(response.data)
                 raise ApiError(response.status, answer.get("message") or "", answer)
-            buffer = b""
-            for chunk in response.stream(64 * 1024, decode_content=True):
-                lines = (buffer + chunk).split(b"\n")
-                buffer = lines.pop()  # an unfinished line, or b""
-                for line in lines:
-                    if line.strip():
-                        yield deepjson.loads(line)
+            chunks = response.stream(64 * 1024, decode_content=True)
+            if binary is not None and str(response.headers.get("Content-Type") or ""
+                                          ).startswith(protobuf.PROTOBUF):
+                yield from _protobuf_events(chunks, binary[0], path)
+            else:
+                yield from _json_events(chunks)
+        except protobuf.ProtobufError as err:
+            raise ApiError(0, f"watch of {path} broke: {err}") from err
         except urllib3.exceptions.ReadTimeoutError as err:
             raise ApiError(0, f"{IDLE_WATCH}: nothing from {path} for {read_timeout:g}s") \
                 from err
@@ -263,9 +297,40 @@ def _refused(status: int, reason: str | None, body: bytes | None) -> ApiError:
     return ApiError(status, decoded.get("message") or reason or "", decoded)
 
 
+def _json_events(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    """A JSON watch stream's events: one object a line."""
+    buffer = b""
+    for chunk in chunks:
+        lines = (buffer + chunk).split(b"\n")
+        buffer = lines.pop()  # an unfinished line, or b""
+        for line in lines:
+            if line.strip():
+                yield deepjson.loads(line)
+
+
+def _protobuf_events(chunks: Iterator[bytes], item: type[Message], path: str
+                     ) -> Iterator[dict[str, Any]]:
+    """A protobuf watch stream's events (``protobuf.watch_events``), frame by frame."""
+    frames = protobuf.Frames()
+    for chunk in chunks:
+        yield from protobuf.watch_events(iter(frames.feed(chunk)), item)
+    if frames.pending:
+        raise ApiError(0, f"watch of {path} broke: the stream ended inside a frame")
+
+
 def _json_or_empty(data: bytes | str | None) -> dict[str, Any]:
+    """A JSON answer as a dict; an error's answer in protobuf (a Status, when protobuf was
+    offered) is read too."""
     if not data:
         return {}
+    if isinstance(data, bytes) and data.startswith(protobuf.MAGIC):
+        try:
+            _, kind, raw = protobuf.unwrap(data)
+            if kind == "Status":
+                return protobuf.decode_status(raw)
+        except protobuf.ProtobufError:
+            pass
+        return {"message": f"an answer in protobuf, of {len(data)} bytes"}
     try:
         decoded = deepjson.loads(data)
     except (ValueError, TypeError):

@@ -20,6 +20,12 @@ keeps its node closed to new pods, since the room it takes is unknown). Kinds pa
 keeping it can only leave devices unused). ``record_error``
 names a parse error carried by a record that is kept as it is but counts as unreadable
 (a bound pod or a node whose resources could not be read).
+
+With ``protobuf``, a built-in kind (``protobuf.kind_of``) is listed and watched as protobuf,
+read into the same dicts the parser reads from JSON; the format is chosen at start-up, by
+the first list's answer: a server that answers it in JSON is listened to in JSON from then
+on. An object the protobuf reader cannot convert is set aside like one the JSON decoder
+left a value out of.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from coscheduling.api.objectref import ObjectRef
+from coscheduling.cluster import protobuf as wire_protobuf
 from coscheduling.cluster.client import ApiError, KubeClient
 from coscheduling.cluster.deepjson import Decoded, field_path
 from coscheduling.cluster.unreadable import Unreadable, UnreadableObjects
@@ -99,6 +106,7 @@ class Informer(Generic[R]):
         record_error: Callable[[R], str] | None = None,
         keep_previous: bool = False,
         object_key: Callable[[Json], str] = object_key,
+        protobuf: bool = False,
     ) -> None:
         self.client = client
         self.path = path
@@ -121,6 +129,9 @@ class Informer(Generic[R]):
         self.object_key = object_key
         self.record_error = record_error
         self.keep_previous = keep_previous
+        # The kind's messages while it is read as protobuf (None: JSON).
+        self.binary = wire_protobuf.kind_of(path) if protobuf else None
+        self._format_chosen = False
         self._set_aside: set[str] = set()  # keys of this watch's objects set aside now
         self.store: dict[str, R] = {}
         self.resource_version = ""
@@ -187,7 +198,8 @@ class Informer(Generic[R]):
         while True:
             if cont:
                 query["continue"] = cont
-            page = self.client.get(self.path, **query)
+            page = self.client.list_page(self.path, query, self.binary)
+            self._choose_format(page)
             self._read_page(page, fresh, aside)
             meta = page.get("metadata") or {}
             del page  # not kept alive while the next page is fetched and decoded
@@ -204,6 +216,16 @@ class Informer(Generic[R]):
         self._replace(fresh)
         self.relists += 1
         self.synced.set()
+
+    def _choose_format(self, page: Json) -> None:
+        """After the first page: protobuf from then on if the server sent it, else JSON."""
+        if self._format_chosen or self.binary is None:
+            return
+        self._format_chosen = True
+        if not isinstance(page, wire_protobuf.FromProtobuf):
+            log.info("%s: the API server lists it in JSON, not protobuf: read as JSON",
+                     self.name)
+            self.binary = None
 
     def _read_page(self, page: Json, fresh: dict[str, R], aside: set[str]) -> None:
         """Read a list page's items into ``fresh``; the keys of those set aside (or kept
@@ -285,7 +307,8 @@ class Informer(Generic[R]):
             "allowWatchBookmarks": "true",
             "timeoutSeconds": random.randint(240, 300),
         }
-        for event in self.client.watch(self.path, query, self.watch_read_timeout):
+        for event in self.client.watch(self.path, query, self.watch_read_timeout,
+                                       self.binary):
             if self._stop.is_set():
                 return
             kind = event.get("type")

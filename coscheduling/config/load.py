@@ -25,6 +25,7 @@ from coscheduling.config.errors import (
 )
 from coscheduling.config.identities import identity_forms
 from coscheduling.config.types import (
+    ACCEPT_CONTENT_TYPES,
     API_VERSION,
     EXTENSION_POINTS,
     KIND,
@@ -142,12 +143,18 @@ def _address(value: object, path: str) -> str:
 
 def _client(raw: object) -> ClientConnection:
     section = as_mapping(raw, "clientConnection")
-    reject_unknown(section, {"kubeconfig", "qps", "burst"}, "clientConnection")
+    reject_unknown(section, {"kubeconfig", "qps", "burst", "acceptContentTypes"},
+                   "clientConnection")
     defaults = ClientConnection()
     qps = as_float(section.get("qps", defaults.qps), "clientConnection.qps", exclusive_minimum=0)
     burst = as_int(section.get("burst", defaults.burst), "clientConnection.burst", minimum=1)
     kubeconfig = as_str(section.get("kubeconfig", ""), "clientConnection.kubeconfig")
-    return ClientConnection(kubeconfig, qps, burst)
+    accept = as_str(section.get("acceptContentTypes", defaults.accept_content_types),
+                    "clientConnection.acceptContentTypes").replace(" ", "")
+    if accept not in ACCEPT_CONTENT_TYPES:
+        raise ConfigError("clientConnection.acceptContentTypes",
+                          f"must be one of {', '.join(ACCEPT_CONTENT_TYPES)}, got {accept!r}")
+    return ClientConnection(kubeconfig, qps, burst, accept)
 
 
 def _grpc(raw: object) -> GrpcPolicy:
@@ -341,7 +348,8 @@ def dump_defaults() -> dict[str, Any]:
         "apiVersion": API_VERSION,
         "kind": KIND,
         "schedulerName": SchedulerConfig().scheduler_name,
-        "clientConnection": {"kubeconfig": "", "qps": 200, "burst": 400},
+        "clientConnection": {"kubeconfig": "", "qps": 200, "burst": 400,
+                             "acceptContentTypes": ClientConnection().accept_content_types},
         "percentageOfNodesToScore": 0,
         "signatureCacheSize": SchedulerConfig().signature_cache_size,
         "podInitialBackoffSeconds": 1,

@@ -303,7 +303,8 @@ class SchedulerService:
                              field_selector=watch.field_selector,
                              watch_read_timeout=WATCH_TIMEOUT, unreadable=self.unreadable,
                              stand_in=watch.stand_in, record_error=watch.record_error,
-                             keep_previous=watch.keep_previous, object_key=watch.object_key)
+                             keep_previous=watch.keep_previous, object_key=watch.object_key,
+                             protobuf=self.config.client_connection.protobuf)
 
     def _derived_groups(self) -> tuple[DerivedGroups, GroupDiscovery[WorkloadKind]]:
         """Groups derived from owners (coscheduling.core.derivedgroups): the pods watch derives

@@ -100,6 +100,10 @@ def test_schedulername_default_scheduler_makes_it_the_only_scheduler() -> None:
     ({"clientConnection": {"qps": -5}}, "clientConnection.qps"),
     ({"clientConnection": {"burst": 0}}, "clientConnection.burst"),
     ({"clientConnection": {"kubeconfg": "x"}}, "clientConnection.kubeconfg"),
+    ({"clientConnection": {"acceptContentTypes": "application/cbor"}},
+     "clientConnection.acceptContentTypes"),
+    ({"clientConnection": {"acceptContentTypes": ["application/json"]}},
+     "clientConnection.acceptContentTypes"),
     ({"metricsBindAddress": "nowhere"}, "metricsBindAddress"),
     ({"leaderElection": {"leaseDuration": "5s", "renewDeadline": "10s"}},
      "leaderElection.renewDeadline"),
@@ -159,3 +163,15 @@ def test_cli_reports_config_errors_without_a_traceback(tmp_path: Path) -> None:
                              str(garbage)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "not valid YAML" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("accept", "protobuf"), [
+    (None, False),  # the default: JSON
+    ("application/json", False),
+    ("application/vnd.kubernetes.protobuf, application/json", True),
+    ("application/vnd.kubernetes.protobuf", True),
+])
+def test_watches_read_protobuf_when_the_configuration_accepts_it_first(
+        accept: str | None, protobuf: bool) -> None:
+    section = {} if accept is None else {"acceptContentTypes": accept}
+    assert _parse(clientConnection=section).client_connection.protobuf is protobuf

@@ -33,13 +33,16 @@ def test_status_codes_are_the_frameworks_numbers() -> None:
 
 
 def test_generated_code_is_what_proto_generates(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(REPO / "proto" / "generate.py"), str(tmp_path)],
-                   check=True, cwd=REPO)
-    committed = REPO / "coscheduling" / "server" / "gen"
-    names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == sorted(p.name for p in committed.iterdir() if p.suffix in (".py", ".pyi"))
-    _, mismatch, errors = filecmp.cmpfiles(tmp_path, committed, names, shallow=False)
-    assert not mismatch and not errors, f"run `make proto`: {mismatch or errors} differ"
+    generated = {"server/gen": tmp_path / "gen", "cluster/kubeproto": tmp_path / "kubeproto"}
+    subprocess.run([sys.executable, str(REPO / "proto" / "generate.py"),
+                    *map(str, generated.values())], check=True, cwd=REPO, capture_output=True)
+    for package, made in generated.items():
+        committed = REPO / "coscheduling" / package
+        names = sorted(p.name for p in made.iterdir())
+        assert names == sorted(p.name for p in committed.iterdir()
+                               if p.suffix in (".py", ".pyi"))
+        _, mismatch, errors = filecmp.cmpfiles(made, committed, names, shallow=False)
+        assert not mismatch and not errors, f"run `make proto`: {mismatch or errors} differ"
 
 
 @pytest.mark.parametrize(("raw", "field", "message"), [
