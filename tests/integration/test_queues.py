@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -251,3 +252,47 @@ def test_seed_000_example_on_the_api_server(
     wait_until(lambda: bound_count(kube, namespace, "pg-2") == 1, what="pg-2 placed")
     assert bound_count(kube, namespace, "pg-1") == 0
     sched.watcher.check_settled()
+
+
+def test_scheduling_starts_before_the_default_queue_is_created(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler
+        ) -> None:
+    """The default Queue is created beside scheduling, not before it: while its creation
+    is held, a pod is bound all the same, and the Queue appears once the hold ends."""
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="2", memory="64Gi")
+    with contextlib.suppress(ApiError):
+        kube.delete(f"{QUEUES}/default")
+    wait_until(lambda: not _exists(kube, f"{QUEUES}/default"), what="no default Queue")
+    sched = start_scheduler(start=False)
+    held, release = threading.Event(), threading.Event()
+    client = sched.service.client
+    create = client.create
+
+    def held_create(path: str, body: Any, **kwargs: Any) -> Any:
+        if path == QUEUES:
+            held.set()
+            release.wait(60)
+        return create(path, body, **kwargs)
+
+    client.create = held_create  # type: ignore[method-assign]
+    starting = threading.Thread(target=sched.start, daemon=True)
+    starting.start()
+    try:
+        create_pod(kube, namespace, pod_body("early", scheduler=sched.name))
+        wait_until(lambda: kube.get(f"/api/v1/namespaces/{namespace}/pods/early")["spec"]
+                   .get("nodeName"), what="a bind while the default Queue's creation waits")
+        assert held.is_set() and not _exists(kube, f"{QUEUES}/default")
+    finally:
+        release.set()
+        starting.join(60)
+    wait_until(lambda: _exists(kube, f"{QUEUES}/default"), what="the default Queue")
+
+
+def _exists(kube: KubeClient, path: str) -> bool:
+    try:
+        kube.get(path)
+    except ApiError as err:
+        if err.not_found:
+            return False
+        raise
+    return True
