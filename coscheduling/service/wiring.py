@@ -47,6 +47,7 @@ from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, object_key, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector, default_identity
 from coscheduling.cluster.queuestatus import QueueStatusWriter
+from coscheduling.cluster.reporter import WRITERS as REPORT_WRITERS
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.cluster.unreadable import UnreadableObjects
 from coscheduling.config.types import SchedulerConfig
@@ -271,7 +272,7 @@ class SchedulerService:
         else:
             self.client = KubeClient(settings)
         report_settings = ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst,
-                                         token=token)
+                                         connection_pool=REPORT_WRITERS, token=token)
         self.report_client = (BindingClient(report_settings, self.client.endpoint,
                                             holds_lease=fence)
                               if fence else KubeClient(report_settings, self.client.endpoint))

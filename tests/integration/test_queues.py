@@ -22,6 +22,7 @@ from tests.integration.kube import (
     create_podgroup,
     create_priority_class,
     events_for,
+    exists,
     list_pods,
     pod_body,
     pod_condition,
@@ -126,7 +127,7 @@ def test_a_queue_alone_borrows_the_whole_cluster(
     sched.watcher.check_settled()
 
 
-def test_a_gang_naming_a_missing_queue_waits_until_it_exists(
+def test_a_gang_naming_a_missing_queue_waits_until_itexists(
         kube: KubeClient, namespace: str, make_node: Any, make_queue: Callable[..., str],
         start_scheduler: StartScheduler) -> None:
     make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="4", memory="64Gi")
@@ -262,7 +263,7 @@ def test_scheduling_starts_before_the_default_queue_is_created(
     make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="2", memory="64Gi")
     with contextlib.suppress(ApiError):
         kube.delete(f"{QUEUES}/default")
-    wait_until(lambda: not _exists(kube, f"{QUEUES}/default"), what="no default Queue")
+    wait_until(lambda: not exists(kube, f"{QUEUES}/default"), what="no default Queue")
     sched = start_scheduler(start=False)
     held, release = threading.Event(), threading.Event()
     client = sched.service.client
@@ -281,18 +282,8 @@ def test_scheduling_starts_before_the_default_queue_is_created(
         create_pod(kube, namespace, pod_body("early", scheduler=sched.name))
         wait_until(lambda: kube.get(f"/api/v1/namespaces/{namespace}/pods/early")["spec"]
                    .get("nodeName"), what="a bind while the default Queue's creation waits")
-        assert held.is_set() and not _exists(kube, f"{QUEUES}/default")
+        assert held.is_set() and not exists(kube, f"{QUEUES}/default")
     finally:
         release.set()
         starting.join(60)
-    wait_until(lambda: _exists(kube, f"{QUEUES}/default"), what="the default Queue")
-
-
-def _exists(kube: KubeClient, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError as err:
-        if err.not_found:
-            return False
-        raise
-    return True
+    wait_until(lambda: exists(kube, f"{QUEUES}/default"), what="the default Queue")
