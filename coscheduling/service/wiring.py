@@ -434,8 +434,9 @@ class SchedulerService:
         """Create the default Queue beside scheduling, not before it: the queue plugin treats
         a missing ``default`` as an empty one, and the first write to a just-installed Queue
         CRD took the API server 2 s (W8's start-up)."""
-        threading.Thread(target=self._ensure_default_queue, name="default-queue",
-                         daemon=True).start()
+        if isinstance(self.proportion, Proportion) and DEFAULT_QUEUE not in self.proportion.queues:
+            threading.Thread(target=self._ensure_default_queue, name="default-queue",
+                             daemon=True).start()
 
     def _ensure_default_queue(self) -> None:
         """PodGroups without spec.queue name ``default``: create it when it is missing."""
