@@ -426,7 +426,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             result["notes"].append(f"{len(missed)} binds were not seen by the watch")
         fill(result, created, bound, members, placement, over)
         if events is not None:
-            timeliness(result, bound, events.seen)
+            timeliness(result, bound, events.seen, time.monotonic())
         deleted = {name: recorder.deleted[name] for name in order if name in recorder.deleted}
         result["evicted_pods"] = len(deleted)
         if workload.priorities:
@@ -550,14 +550,14 @@ def fill(result: dict[str, Any], created: dict[str, float], bound: dict[str, flo
         result["gang_latency_p99"] = timed["latency_p99"]
 
 
-def timeliness(result: dict[str, Any], bound: dict[str, float],
-               seen: dict[str, float]) -> None:
+def timeliness(result: dict[str, Any], bound: dict[str, float], seen: dict[str, float],
+               until: float) -> None:
     """How late the bound pods' Scheduled events were: the share seen within
-    EVENT_DEADLINE of the bind, and the lag's p50 and p99 (a missing event counts as late
-    as the end of the run)."""
+    EVENT_DEADLINE of the bind, and the lag's p50 and p99 (an event not seen by ``until``
+    counts as late as that)."""
     if not bound:
         return
-    lags = event_lags(bound, seen, time.monotonic())
+    lags = event_lags(bound, seen, until)
     result["events_on_time"] = round(sum(1 for lag in lags if lag <= EVENT_DEADLINE)
                                      / len(lags), 3)
     result["events_missing"] = sum(1 for name in bound if name not in seen)
