@@ -23,20 +23,18 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-class BindRecorder:
-    """Watches the pods of one namespace and records when each first shows a node."""
+class NamespaceWatch:
+    """Lists and then watches one kind of object in one namespace, stamping what it sees
+    with the clock the harness times pod creation with; subclasses say what they record."""
 
-    def __init__(self, kube: KubeClient, namespace: str) -> None:
+    def __init__(self, kube: KubeClient, path: str, name: str) -> None:
         self.kube = kube
-        self.path = f"/api/v1/namespaces/{namespace}/pods"
-        self.bound: dict[str, tuple[float, str]] = {}  # pod name -> (time, node)
-        # Pods deleted after they were bound (preemption and reclaim victims) -> when.
-        self.deleted: dict[str, float] = {}
+        self.path = path
         self.changed = threading.Condition()
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._rv = ""
-        self._thread = threading.Thread(target=self._run, name="bind-recorder", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         self._relist()
@@ -46,31 +44,26 @@ class BindRecorder:
         self._stop.set()
         self._thread.join(timeout=15)
 
-    def count(self) -> int:
-        return len(self.bound)
-
     def wait(self, timeout: float) -> None:
-        """Sleep until a new bind is recorded or `timeout` passes."""
+        """Sleep until something new is recorded or `timeout` passes."""
         with self.changed:
             self.changed.wait(timeout)
+
+    def _observe(self, obj: Mapping[str, object]) -> None:
+        raise NotImplementedError
+
+    def _deleted(self, obj: Mapping[str, object]) -> None:
+        """An object deleted: nothing by default."""
+
+    def _notify(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
 
     def _relist(self) -> None:
         listing = self.kube.get(self.path)
         self._rv = listing["metadata"]["resourceVersion"]
         for item in listing.get("items") or ():
             self._observe(item)
-
-    def _observe(self, pod: Mapping[str, object]) -> None:
-        spec = pod.get("spec") or {}
-        node = spec.get("nodeName") if isinstance(spec, dict) else None
-        if not node:
-            return
-        meta = pod.get("metadata") or {}
-        name = str(meta.get("name")) if isinstance(meta, dict) else ""
-        if name and name not in self.bound:
-            self.bound[name] = (time.monotonic(), str(node))
-            with self.changed:
-                self.changed.notify_all()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -88,9 +81,7 @@ class BindRecorder:
                     if kind in ("ADDED", "MODIFIED"):
                         self._observe(obj)
                     elif kind == "DELETED":
-                        name = str((obj.get("metadata") or {}).get("name") or "")
-                        if name in self.bound:
-                            self.deleted.setdefault(name, time.monotonic())
+                        self._deleted(obj)
             except ApiError as err:
                 if self._stop.is_set():
                     return
@@ -99,6 +90,65 @@ class BindRecorder:
                 else:
                     self.errors.append(str(err))
                     time.sleep(0.2)
+
+
+def _name(obj: Mapping[str, object]) -> str:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("name") or "") if isinstance(meta, dict) else ""
+
+
+class BindRecorder(NamespaceWatch):
+    """Watches the pods of one namespace and records when each first shows a node."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        super().__init__(kube, f"/api/v1/namespaces/{namespace}/pods", "bind-recorder")
+        self.bound: dict[str, tuple[float, str]] = {}  # pod name -> (time, node)
+        # Pods deleted after they were bound (preemption and reclaim victims) -> when.
+        self.deleted: dict[str, float] = {}
+
+    def count(self) -> int:
+        return len(self.bound)
+
+    def _observe(self, pod: Mapping[str, object]) -> None:
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if not node:
+            return
+        name = _name(pod)
+        if name and name not in self.bound:
+            self.bound[name] = (time.monotonic(), str(node))
+            self._notify()
+
+    def _deleted(self, pod: Mapping[str, object]) -> None:
+        name = _name(pod)
+        if name in self.bound:
+            self.deleted.setdefault(name, time.monotonic())
+
+
+class EventRecorder(NamespaceWatch):
+    """Watches the Events of one namespace (core/v1, which also shows events.k8s.io/v1's,
+    as kube-scheduler writes them) and records when the first one with ``reason`` about
+    each pod arrived: a Scheduled event's lag behind its pod's bind, seen by one observer."""
+
+    def __init__(self, kube: KubeClient, namespace: str, reason: str = "Scheduled") -> None:
+        super().__init__(kube, f"/api/v1/namespaces/{namespace}/events", "event-recorder")
+        self.reason = reason
+        self.seen: dict[str, float] = {}  # pod name -> when its first such event arrived
+
+    def _observe(self, event: Mapping[str, object]) -> None:
+        about = event.get("involvedObject") or {}
+        if event.get("reason") != self.reason or not isinstance(about, dict) \
+                or about.get("kind") != "Pod":
+            return
+        self.seen.setdefault(str(about.get("name") or ""), time.monotonic())
+
+
+def event_lags(bound: Mapping[str, float], seen: Mapping[str, float],
+               until: float) -> list[float]:
+    """Each bound pod's event lag, seconds from its bind to its event (0 when the watches
+    showed the event first); a pod whose event had not arrived by ``until`` is late by
+    ``until`` minus its bind, at least."""
+    return [max(0.0, seen.get(name, until) - at) for name, at in bound.items()]
 
 
 @dataclass

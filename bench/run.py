@@ -55,9 +55,11 @@ from bench.observe import (
     PODGROUP_ALGORITHM_HISTOGRAM,
     PODGROUP_HISTOGRAM,
     BindRecorder,
+    EventRecorder,
     ProcessMonitor,
     api_writes,
     attempt_buckets,
+    event_lags,
     fetch_metrics,
     histogram_quantile,
     histogram_totals,
@@ -92,6 +94,8 @@ CONTROLLER_LIMITS = ("--kube-api-qps=1000", "--kube-api-burst=2000")
 HARNESS_WRITES = ("POST pods",)  # the creator's; no scheduler creates a pod
 CREATORS = 32
 READY_TIMEOUT = 180.0
+# A Scheduled event is on time when the harness sees it within this long of the bind.
+EVENT_DEADLINE = 1.0
 
 
 def control_plane_binaries() -> Binaries:
@@ -332,6 +336,7 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
     process: Process | None = None
     profiler: Profiler | None = None
     recorder: BindRecorder | None = None
+    events: EventRecorder | None = None
     monitor: ProcessMonitor | None = None
     kube: KubeClient | None = None
     log(f"{workload.name} / {contender.key}: starting a fresh control plane")
@@ -360,6 +365,9 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             f"PodGroups in {time.monotonic() - started:.1f}s; starting the scheduler")
         recorder = BindRecorder(admin_client(cluster.kubeconfig, pool=4), NAMESPACE)
         recorder.start()
+        if contender.base != "ceiling":  # the ceiling writes no events
+            events = EventRecorder(admin_client(cluster.kubeconfig, pool=2), NAMESPACE)
+            events.start()
         launched = time.monotonic()
         process = Process(contender.command(cluster.kubeconfig, rundir, workload.stream),
                           rundir / f"{contender.key}.log", rundir, contender.source)
@@ -401,6 +409,9 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
                                             exclude=HARNESS_WRITES)
         result["api_writes_total"] = sum(result["api_writes"].values())
         after = (sample_process(process.pid), cpu_of(cluster_pids), busy_jiffies(), own_cpu())
+        if events is not None:  # the last binds' events get their second before the stop
+            last_bind = max((at for at, _ in recorder.bound.values()), default=0.0)
+            time.sleep(max(0.0, last_bind + EVENT_DEADLINE + 0.5 - time.monotonic()))
         monitor.stop()
         if profiler is not None:
             profiler.stop()
@@ -414,6 +425,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
         if missed:
             result["notes"].append(f"{len(missed)} binds were not seen by the watch")
         fill(result, created, bound, members, placement, over)
+        if events is not None:
+            timeliness(result, bound, events.seen, time.monotonic())
         deleted = {name: recorder.deleted[name] for name in order if name in recorder.deleted}
         result["evicted_pods"] = len(deleted)
         if workload.priorities:
@@ -456,6 +469,8 @@ def run_one(workload: Workload, contender: Contender, outdir: Path, *, settle: f
             process.stop()
         if recorder is not None:
             recorder.stop()
+        if events is not None:
+            events.stop()
         if kube is not None:
             kube.close()
         cluster.stop()
@@ -533,6 +548,21 @@ def fill(result: dict[str, Any], created: dict[str, float], bound: dict[str, flo
         result["partial_gangs"] = gangs["partial_names"]
         result["gang_latency_p50"] = timed["latency_p50"]
         result["gang_latency_p99"] = timed["latency_p99"]
+
+
+def timeliness(result: dict[str, Any], bound: dict[str, float], seen: dict[str, float],
+               until: float) -> None:
+    """How late the bound pods' Scheduled events were: the share seen within
+    EVENT_DEADLINE of the bind, and the lag's p50 and p99 (an event not seen by ``until``
+    counts as late as that)."""
+    if not bound:
+        return
+    lags = event_lags(bound, seen, until)
+    result["events_on_time"] = round(sum(1 for lag in lags if lag <= EVENT_DEADLINE)
+                                     / len(lags), 3)
+    result["events_missing"] = sum(1 for name in bound if name not in seen)
+    result["event_lag_p50"] = round(report.percentile(lags, 0.5) or 0.0, 2)
+    result["event_lag_p99"] = round(report.percentile(lags, 0.99) or 0.0, 2)
 
 
 def storm(result: dict[str, Any], workload: Workload, members: dict[str, list[str]],
@@ -824,10 +854,10 @@ TERMS = (
     "ImageLocality 1, InterPodAffinity 2, PodTopologySpread 2; every default filter; "
     "DefaultPreemption). Client limits: the `-eq` columns give every contender QPS 5000/"
     "burst 10000; the plain columns keep each one's defaults. Event policy: both write an "
-    "Event per bound pod from one asynchronous writer through an event client with the "
-    "main client's limits (kube-scheduler's events.k8s.io broadcaster; ours' reporter, "
-    "which also coalesces a pod's superseded reports), so ours' slower writer lands many "
-    "of its events after the run. The API writes rows count what the API server itself counted "
+    "Event per bound pod asynchronously through an event client with the main client's "
+    "limits (kube-scheduler's events.k8s.io broadcaster; ours' reporter, Scheduled events "
+    "first, which also coalesces a pod's superseded reports). The API writes rows count what "
+    "the API server itself counted "
     "(`apiserver_request_total`, verbs POST/PUT/PATCH/DELETE/APPLY, by resource, delta "
     "from the first pod created to the end of the run, the harness's own pod creations "
     "left out), so the events each one wrote inside the window are visible.",
@@ -843,7 +873,10 @@ TERMS = (
     "slots at the end beyond those at the start of the storm). Share error: the fraction "
     "of slots held by a queue beyond its weighted share. Start-up: the scheduler process "
     "started (nodes and PodGroups already exist, pods not yet) -> the probe pod bound, "
-    "which needs its caches synced. Average gang attempt (gang-only workloads): native "
+    "which needs its caches synced. Events on time: the share of bound pods whose "
+    "Scheduled event the harness's watch of Events saw within 1 s of the bind its watch of "
+    "pods saw (a pod with none by 1.5 s after the last bind counts as late). "
+    "Average gang attempt (gang-only workloads): native "
     "`scheduler_podgroup_scheduling_attempt_duration_seconds{result=\"scheduled\"}` "
     "sum/count, one whole-group cycle (every member's PreFilter, Filter, Score, assume, "
     "Reserve, Permit; scheduler_perf's \"average gang attempt\"); ours, which has no "

@@ -155,14 +155,19 @@ def run_service(args: argparse.Namespace, *, command: str, loop: bool) -> int:
     from coscheduling.ops.faults import FaultError
     from coscheduling.ops.httpendpoint import ListenError
     from coscheduling.service.process import limit_malloc_arenas, load_config
+    from coscheduling.service.startup import StartupClock
     from coscheduling.service.wiring import SchedulerService
 
+    startup = StartupClock()
     limit_malloc_arenas()
     logs.setup(args.v, args.log_format)
     config = load_config(args.config)
+    startup.mark("configuration")
     try:
         settings = None if getattr(args, "no_grpc", False) else settings_from(args, config.grpc)
-        service = SchedulerService(config, kubeconfig=_kubeconfig(args, config))
+        service = SchedulerService(config, kubeconfig=_kubeconfig(args, config),
+                                   startup=startup)
+        startup.mark("wiring")
     except (ValueError, ListenError, FaultError) as err:
         print(f"coscheduling {command}: {err}", file=sys.stderr)
         return 2
@@ -172,6 +177,7 @@ def run_service(args: argparse.Namespace, *, command: str, loop: bool) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump every stack
     try:
         server = start_grpc_for(service, settings) if settings is not None else None
+        startup.mark("gRPC server")
     except (OSError, RuntimeError) as err:
         hint = " (choose another --address, or --no-grpc)" if loop else ""
         print(f"coscheduling {command}: cannot serve gRPC: {err}{hint}", file=sys.stderr)

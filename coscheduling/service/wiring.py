@@ -47,6 +47,7 @@ from coscheduling.cluster.groupstatus import GroupStatusWriter
 from coscheduling.cluster.informer import Informer, object_key, wait_synced
 from coscheduling.cluster.leaderelection import LeaderElector, default_identity
 from coscheduling.cluster.queuestatus import QueueStatusWriter
+from coscheduling.cluster.reporter import WRITERS as REPORT_WRITERS
 from coscheduling.cluster.reporter import Reporter
 from coscheduling.cluster.unreadable import UnreadableObjects
 from coscheduling.config.types import SchedulerConfig
@@ -73,6 +74,7 @@ from coscheduling.ops.httpendpoint import HttpEndpoint
 from coscheduling.plugins.coscheduling import Coscheduling
 from coscheduling.plugins.proportion import Proportion
 from coscheduling.plugins.registry import default_registry
+from coscheduling.service.startup import StartupClock
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +215,9 @@ class SchedulerService:
     """A running scheduler attached to one API server."""
 
     def __init__(self, config: SchedulerConfig, *, kubeconfig: str = "",
-                 token: str = "") -> None:
+                 token: str = "", startup: StartupClock | None = None) -> None:
         self.config = config
+        self.startup = startup  # a command's start-up phases, logged once scheduling starts
         # Taking up leadership (after the fencing probe) and losing it exclude each other, so
         # a lease lost during the probe is never followed by scheduling and the leader label.
         self._leadership = threading.Lock()
@@ -269,7 +272,7 @@ class SchedulerService:
         else:
             self.client = KubeClient(settings)
         report_settings = ClientSettings(settings.kubeconfig, qps=conn.qps, burst=conn.burst,
-                                         token=token)
+                                         connection_pool=REPORT_WRITERS, token=token)
         self.report_client = (BindingClient(report_settings, self.client.endpoint,
                                             holds_lease=fence)
                               if fence else KubeClient(report_settings, self.client.endpoint))
@@ -386,6 +389,8 @@ class SchedulerService:
         self._check_queues_served()
         self.informers += self.discovery.discover()
         self.informers += self.workload_discovery.discover()
+        if self.startup is not None:
+            self.startup.mark("discovery")
         for informer in self.informers:
             informer.start()
         if not wait_synced(self.informers, sync_timeout):
@@ -394,8 +399,10 @@ class SchedulerService:
             return False
         log.info("caches synced: %d nodes, %d podgroups", self.scheduler.cache.node_count(),
                  len(self.scheduler.listers.groups))
+        if self.startup is not None:
+            self.startup.mark("lists")
         if self.elector is None:  # with an election, the leader creates it (_activate)
-            self._ensure_default_queue()
+            self._ensure_default_queue_later()
         # Bound members are known now: gangs a crash left partially bound go first.
         self.scheduler.refresh_queue_order()
         self.discovery.start(self._watch_late)
@@ -406,6 +413,9 @@ class SchedulerService:
         if self.elector is not None:  # `serve` replicas elect a leader too: only it acts
             self._label_own_pod(False)  # a restarted leader is a follower until elected
             self.elector.start()
+        if self.startup is not None:
+            self.startup.mark("loops started")
+            log.info("started: %s", self.startup.summary())
         return True
 
     def _watch_late(self, informer: Informer[Any]) -> None:
@@ -426,6 +436,14 @@ class SchedulerService:
                         "installed: every PodGroup is in the default queue")
             self.informers = [i for i in self.informers if i.name != "queues"]
             self.proportion = None
+
+    def _ensure_default_queue_later(self) -> None:
+        """Create the default Queue beside scheduling, not before it: the queue plugin treats
+        a missing ``default`` as an empty one, and the first write to a just-installed Queue
+        CRD took the API server 2 s (W8's start-up)."""
+        if isinstance(self.proportion, Proportion) and DEFAULT_QUEUE not in self.proportion.queues:
+            threading.Thread(target=self._ensure_default_queue, name="default-queue",
+                             daemon=True).start()
 
     def _ensure_default_queue(self) -> None:
         """PodGroups without spec.queue name ``default``: create it when it is missing."""
@@ -462,7 +480,7 @@ class SchedulerService:
         self.scheduler.active.set()
         self._label_own_pod(True)
         self.unreadable.warn_again()
-        self._ensure_default_queue()
+        self._ensure_default_queue_later()
         self.derived.resync()
         if self.status_writer is not None:  # a follower wrote none: catch up
             for key in list(self.scheduler.listers.groups):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from tests.integration.kube import (
     create_podgroup,
     create_priority_class,
     events_for,
+    exists,
     list_pods,
     pod_body,
     pod_condition,
@@ -125,7 +127,7 @@ def test_a_queue_alone_borrows_the_whole_cluster(
     sched.watcher.check_settled()
 
 
-def test_a_gang_naming_a_missing_queue_waits_until_it_exists(
+def test_a_gang_naming_a_missing_queue_waits_until_itexists(
         kube: KubeClient, namespace: str, make_node: Any, make_queue: Callable[..., str],
         start_scheduler: StartScheduler) -> None:
     make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="4", memory="64Gi")
@@ -251,3 +253,37 @@ def test_seed_000_example_on_the_api_server(
     wait_until(lambda: bound_count(kube, namespace, "pg-2") == 1, what="pg-2 placed")
     assert bound_count(kube, namespace, "pg-1") == 0
     sched.watcher.check_settled()
+
+
+def test_scheduling_starts_before_the_default_queue_is_created(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler
+        ) -> None:
+    """The default Queue is created beside scheduling, not before it: while its creation
+    is held, a pod is bound all the same, and the Queue appears once the hold ends."""
+    make_node(f"qn-{uuid.uuid4().hex[:6]}", cpu="2", memory="64Gi")
+    with contextlib.suppress(ApiError):
+        kube.delete(f"{QUEUES}/default")
+    wait_until(lambda: not exists(kube, f"{QUEUES}/default"), what="no default Queue")
+    sched = start_scheduler(start=False)
+    held, release = threading.Event(), threading.Event()
+    client = sched.service.client
+    create = client.create
+
+    def held_create(path: str, body: Any, **kwargs: Any) -> Any:
+        if path == QUEUES:
+            held.set()
+            release.wait(60)
+        return create(path, body, **kwargs)
+
+    client.create = held_create  # type: ignore[method-assign]
+    starting = threading.Thread(target=sched.start, daemon=True)
+    starting.start()
+    try:
+        create_pod(kube, namespace, pod_body("early", scheduler=sched.name))
+        wait_until(lambda: kube.get(f"/api/v1/namespaces/{namespace}/pods/early")["spec"]
+                   .get("nodeName"), what="a bind while the default Queue's creation waits")
+        assert held.is_set() and not exists(kube, f"{QUEUES}/default")
+    finally:
+        release.set()
+        starting.join(60)
+    wait_until(lambda: exists(kube, f"{QUEUES}/default"), what="the default Queue")

@@ -12,7 +12,7 @@ import pytest
 
 from bench import report
 from bench.observe import api_writes, histogram_totals, writes_delta
-from bench.run import gang_attempts, merged, plan, waves
+from bench.run import gang_attempts, merged, plan, timeliness, waves
 from bench.schedulers import contenders
 from bench.workloads import (
     PERF_SHAPE,
@@ -234,3 +234,28 @@ def test_gang_attempt_is_native_per_group_cycle_and_ours_per_gang_placed() -> No
     gang_attempts(ours, contenders()["ours-eq"], workload, ours_before, ours_after)
     assert ours["gang_attempt_avg_ms"] == 6.0
     assert "gang_algorithm_avg_ms" not in ours
+
+
+@pytest.mark.parametrize(("bound", "seen", "expected"), [
+    # every event within the second: all on time; one seen before its bind counts as 0
+    ({"a": 10.0, "b": 11.0}, {"a": 10.2, "b": 10.9},
+     {"events_on_time": 1.0, "events_missing": 0, "event_lag_p50": 0.1, "event_lag_p99": 0.2}),
+    # one late by 3 s, one never seen (late until the end, 20.0)
+    ({"a": 10.0, "b": 11.0, "c": 12.0}, {"a": 10.5, "b": 14.0},
+     {"events_on_time": 0.333, "events_missing": 1, "event_lag_p50": 3.0,
+      "event_lag_p99": 7.9}),
+    # exactly 1 s is on time
+    ({"a": 10.0}, {"a": 11.0},
+     {"events_on_time": 1.0, "events_missing": 0, "event_lag_p50": 1.0, "event_lag_p99": 1.0}),
+])
+def test_events_on_time_are_those_seen_within_a_second_of_the_bind(
+        bound: dict[str, float], seen: dict[str, float], expected: dict[str, Any]) -> None:
+    result: dict[str, Any] = {}
+    timeliness(result, bound, seen, until=20.0)
+    assert result == expected
+
+
+def test_no_bind_no_event_figures() -> None:
+    result: dict[str, Any] = {}
+    timeliness(result, {}, {"a": 1.0}, until=2.0)
+    assert result == {}
