@@ -14,7 +14,9 @@ How a gang gets in, and why two gangs never deadlock:
    step. If any member fails first (a Filter miss, a timeout, a deleted group), every waiting
    member is rejected at once and every claim is dropped.
 
-All methods run under ``cache.lock``.
+The loop calls every method under ``cache.lock``; a what-if's trial (``GangSimulator``) runs
+on its own thread on a view of the cache, without the lock, and keeps to its made-up gang's
+state.
 """
 
 from __future__ import annotations
