@@ -309,7 +309,7 @@ def _now_stamp(ago: float) -> str:
     # A large gang reserves at once; a small one only once it has waited long enough.
     (8, 0, {}, True),
     (4, 0, {}, False),
-    (4, 40, {}, True),
+    (4, 70, {}, True),
     (4, 0, {"reserveFromMembers": 4}, True),
     (4, 20, {"reserveAfterSeconds": 10}, True),
     (7, 20, {"reserveAfterSeconds": 60}, False),
@@ -418,6 +418,28 @@ def test_borrowed_room_is_taken_back_only_when_it_completes_the_reservation(
         assert sim.evictions.victims == evicted
         assert all(p == "gang ns/big" for p, _ in sim.evictions.by)
         assert sim.bound_in_group("big") == (4 if evicted else 0)
+    finally:
+        sim.close()
+    assert not sim.violations, sim.violations
+
+
+@pytest.mark.parametrize(("first", "second", "reserving"), [
+    # (name, size, seconds waited) in order of arrival: who holds the queue's reservation.
+    (("little", 4, 70), ("large", 8, 0), "ns/large"),  # a large gang goes before small ones
+    (("large", 8, 70), ("little", 4, 90), "ns/large"),  # an older small one does not displace
+    (("old", 8, 70), ("young", 8, 0), "ns/old"),     # between large gangs: age, as before
+])
+def test_a_large_gang_reserves_ahead_of_small_ones_that_waited(
+        first: tuple[str, int, float], second: tuple[str, int, float], reserving: str) -> None:
+    sim = SimCluster()
+    try:
+        _busy_node(sim, cpu="8")
+        for name, size, waited in (first, second):
+            sim.add_group(name, size, created=_now_stamp(waited))
+            for i in range(size):
+                sim.add_pod(f"{name}-{i}", group=name, never_preempt=True)
+            sim.run()
+        assert [r.group_key for r in _plugin(sim).reservations] == [reserving]
     finally:
         sim.close()
     assert not sim.violations, sim.violations

@@ -26,7 +26,7 @@ class CoschedulingArgs:
     # it has waited reserve_after_seconds (its room comes free by the ordinary churn, and
     # holding room for it would make every small job wait behind it).
     reserve_from_members: int = 8
-    reserve_after_seconds: float = 30.0
+    reserve_after_seconds: float = 60.0
     # Pods whose known end comes before a reservation's start may use its room.
     backfill: bool = True
     # Pods outside any gang with no known end may use reserved room until the gang needs it

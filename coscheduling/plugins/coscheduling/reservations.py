@@ -76,7 +76,7 @@ class Reservation:
     group_key: str
     queue: str
     priority: int
-    rank: tuple[int, float, str]
+    rank: tuple[int, int, float, str]
     since: float
     until: float
     targets: dict[str, Target]
@@ -195,7 +195,7 @@ class Reservations:
         whether it would then. Changes nothing."""
         if self._limit(group) <= 0:
             return False, (), None
-        rank = _rank(self.handle, group)
+        rank = _rank(self.handle, group, self.args)
         same = sorted((r for r in self._by_group.values() if r.queue == group.queue),
                       key=lambda r: r.rank)
         ahead = tuple(r.group_key for r in same if r.rank < rank)
@@ -297,7 +297,7 @@ class Reservations:
     def _first_in_line(self, group: PodGroup) -> bool:
         """Within its queue's bound, or ahead of the last gang reserving in its queue (which
         then lets its room go)."""
-        rank = _rank(self.handle, group)
+        rank = _rank(self.handle, group, self.args)
         same_queue = [r for r in self._by_group.values() if r.queue == group.queue]
         if len(same_queue) < self.args.max_reservations_per_queue:
             return True
@@ -519,7 +519,7 @@ class Reservations:
             info = self.handle.cache.node(target.node)
             if info is not None:
                 target.ready_at = self._ready_at(info, target)
-        rank = _rank(self.handle, group)
+        rank = _rank(self.handle, group, self.args)
         return Reservation(group.key, group.queue, -rank[0], rank, now, now + self._limit(group),
                            targets)
 
@@ -580,9 +580,13 @@ def _worth_reserving(members: int, waited: float, args: CoschedulingArgs) -> boo
     return members >= args.reserve_from_members or waited >= args.reserve_after_seconds
 
 
-def _rank(handle: Handle, group: PodGroup) -> tuple[int, float, str]:
-    """QueueSort's order between gangs: priority, then age."""
-    return (-_priority(handle, group), group.created, group.key)
+def _rank(handle: Handle, group: PodGroup,
+          args: CoschedulingArgs) -> tuple[int, int, float, str]:
+    """The order between reserving gangs: priority, then those of reserveFromMembers before
+    smaller ones (which reserve only after waiting, and whose room frees soon anyway), then
+    age (QueueSort's order)."""
+    large = group.min_member >= args.reserve_from_members
+    return (-_priority(handle, group), 0 if large else 1, group.created, group.key)
 
 
 def _priority(handle: Handle, group: PodGroup) -> int:
