@@ -318,7 +318,7 @@ def test_a_malformed_runtime_gets_a_warning_naming_the_annotation(
 def test_a_short_job_backfills_beside_a_large_gang_that_still_starts_on_time(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
-    """The defaults: two 4-cpu nodes busy with 12 s jobs, a gang of 8 (large enough to
+    """The defaults: two 4-cpu nodes busy with 20 s jobs, a gang of 8 (large enough to
     reserve at once). A 3 s job uses the core a job left early on the reserved nodes and is
     gone before the others end; then a job of no known end borrows that core, and is evicted
     for the gang once the others have ended; a 600 s job never gets in; the gang starts
@@ -327,7 +327,7 @@ def test_a_short_job_backfills_beside_a_large_gang_that_still_starts_on_time(
     nodes = {f"res-{uuid.uuid4().hex[:6]}" for _ in range(2)}
     for node in nodes:
         make_node(node, cpu="4")
-    running = _fill(kube, namespace, sched.name, kubelet, "run", 8, runtime=12,
+    running = _fill(kube, namespace, sched.name, kubelet, "run", 8, runtime=20,
                     annotate=True)
     _gang(kube, namespace, sched.name, "big", 8)
     wait_until(lambda: _reserved(kube, namespace, "big").get("estimatedStart"),
@@ -343,8 +343,10 @@ def test_a_short_job_backfills_beside_a_large_gang_that_still_starts_on_time(
     wait_until(lambda: _on(kube, namespace, "open"), what="the open-ended job borrowed the core")
     assert _on(kube, namespace, "open") in nodes
     wait_until(lambda: bound_count(kube, namespace, "big") == 8, what="the gang placed whole")
-    assert any(e.get("reason") == "Preempted" and "gang" in e.get("message", "")
-               and "big" in e.get("message", "") for e in events_for(kube, namespace, "open"))
+    wait_until(lambda: any(e.get("reason") == "Preempted" and "gang" in e.get("message", "")
+                           and "big" in e.get("message", "")
+                           for e in events_for(kube, namespace, "open")),
+               what="the borrower evicted for the gang")
     finished = kubelet.finished
     assert "quick" in finished, "the backfilled job was still running when the gang started"
     assert finished.index("quick") < max(finished.index(n) for n in running[1:]), \
