@@ -341,6 +341,8 @@ class Reservations:
     def _reclaim(self, reservation: Reservation) -> None:
         """Once the borrowers' room is all the reservation still misses, evict just enough
         of them, newest first: the gang starts as soon as they are gone."""
+        if not reservation.borrowers:
+            return  # nothing to take back (the common case: no pod walks every target's pods)
         victims: list[Pod] = []
         for target in reservation.targets.values():
             chosen = self._to_reclaim(reservation, target)
