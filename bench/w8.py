@@ -182,6 +182,7 @@ def measure(result: dict[str, Any], arrivals: list[Arrival], created: dict[str, 
     result["small_jobs_ran"] = sum(1 for p in jobs if p in bound)
     result["small_wait_p50"] = report.percentile(waits, 0.5)
     result["small_wait_p99"] = report.percentile(waits, 0.99)
+    result["small_wait_by_arrival"] = _waits_by_arrival(jobs, created, bound, end)
     if created:
         start = min(created.values())
         end = start + ARRIVAL_SECONDS
@@ -194,3 +195,19 @@ def measure(result: dict[str, Any], arrivals: list[Arrival], created: dict[str, 
         # The stand-in kubelet's status patches are the harness's, not the scheduler's.
         writes["PATCH pods/status"] = max(0, writes["PATCH pods/status"] - kubelet.writes)
         result["api_writes_total"] = sum(writes.values())
+
+
+def _waits_by_arrival(jobs: list[str], created: Mapping[str, float],
+                      bound: Mapping[str, float], end: float) -> list[dict[str, float]]:
+    """The small jobs' wait (p50, p99, longest) by when they arrived, in 20 s windows: where
+    in the run the long waits come from."""
+    if not jobs:
+        return []
+    start = min(created.values())
+    windows: dict[int, list[float]] = {}
+    for job in jobs:
+        windows.setdefault(int((created[job] - start) // 20), []).append(
+            bound.get(job, end) - created[job])
+    return [{"from_s": 20.0 * w, "jobs": len(v), "p50": round(report.percentile(v, 0.5), 1),
+             "p99": round(report.percentile(v, 0.99), 1), "longest": round(max(v), 1)}
+            for w, v in sorted(windows.items())]

@@ -34,6 +34,10 @@ from tests.integration.kube import (
 StartScheduler = Callable[..., Any]
 PG = "/apis/batch.scheduler.tencent.com/v1/namespaces/{ns}/podgroups/{name}"
 URGENT = "reservation-urgent"
+# The mechanics of holding room, on gangs of 4 that reserve at once, with only the
+# runtime-based backfill (the defaults' rules have tests of their own at the end).
+MECHANICS = {"pluginConfig": [{"name": "Coscheduling", "args": {
+    "reserveFromMembers": 1, "lendReclaimable": False}}]}
 
 
 class StandInKubelet:
@@ -146,7 +150,7 @@ def test_a_gang_is_not_starved_by_a_stream_of_small_jobs(
         kubelet: StandInKubelet) -> None:
     """The issue's scenario: one 4-cpu node, 1-cpu jobs of 3 s arriving every 0.6 s, a gang
     of 4 x 1 cpu created 2 s in. The gang runs within a few job runtimes, whole."""
-    sched = start_scheduler()
+    sched = start_scheduler(MECHANICS)
     make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
     started = time.monotonic()
     gang_at = None
@@ -172,7 +176,7 @@ def test_a_higher_priority_pod_is_bound_at_once_during_a_reservation(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
     create_priority_class(kube, URGENT, 1_000_000)
-    sched = start_scheduler()
+    sched = start_scheduler(MECHANICS)
     _one_core_reserved(kube, namespace, sched.name, make_node, kubelet, "long")
     create_pod(kube, namespace, pod_body("urgent", scheduler=sched.name,
                                          priority_class=URGENT))
@@ -203,7 +207,7 @@ def _held_cpu(kube: KubeClient, namespace: str, name: str) -> str:
 def test_a_gang_held_to_pool_a_leaves_pool_b_busy_with_small_jobs(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
-    sched = start_scheduler()
+    sched = start_scheduler(MECHANICS)
     pool = f"pool-{uuid.uuid4().hex[:6]}"
     node_a, node_b = f"{pool}-a", f"{pool}-b"
     make_node(node_a, cpu="4", labels={"pool": f"{pool}-a"})
@@ -230,7 +234,7 @@ def test_only_a_job_with_a_known_short_runtime_backfills(
         kubelet: StandInKubelet) -> None:
     """The running jobs declare 300 s: a 20 s job may use the held core; a 3000 s job and one
     of unknown runtime wait."""
-    sched = start_scheduler()
+    sched = start_scheduler(MECHANICS)
     make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
     _fill(kube, namespace, sched.name, kubelet, "run", 4, runtime=300, annotate=True)
     kubelet.runtimes.clear()  # they are deleted by hand below, not finished
@@ -258,7 +262,7 @@ def _unschedulable(kube: KubeClient, namespace: str, name: str) -> bool:
 def test_max_reservation_seconds_releases_the_room(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
-    sched = start_scheduler()
+    sched = start_scheduler(MECHANICS)
     make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
     _fill(kube, namespace, sched.name, kubelet, "run", 4)
     _gang(kube, namespace, sched.name, "big", 4, maxReservationSeconds=3)
@@ -283,10 +287,10 @@ def _condition(kube: KubeClient, namespace: str, name: str, kind: str) -> dict[s
 def test_a_restart_rebuilds_the_reservation_and_never_leaves_a_partial_gang(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
-    sched = start_scheduler()
+    sched = start_scheduler(MECHANICS)
     _one_core_reserved(kube, namespace, sched.name, make_node, kubelet, "run")
     sched.close()  # its watcher judges gangs by its own releases: it stops watching too
-    again = start_scheduler({"schedulerNames": [sched.name]})
+    again = start_scheduler({**MECHANICS, "schedulerNames": [sched.name]})
     wait_until(lambda: _held_cpu(kube, namespace, "big") == "1",
                what="the reservation rebuilt by the new scheduler")
     text = explain(kube, namespace, "big")
@@ -301,7 +305,7 @@ def test_a_restart_rebuilds_the_reservation_and_never_leaves_a_partial_gang(
 def test_a_malformed_runtime_gets_a_warning_naming_the_annotation(
         kube: KubeClient, namespace: str, make_node: Any,
         start_scheduler: StartScheduler) -> None:
-    sched = start_scheduler()
+    sched = start_scheduler(MECHANICS)
     make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
     _job(kube, namespace, sched.name, "odd", runtime="soon")
     wait_until(lambda: any(e.get("reason") == "InvalidAnnotation"
@@ -309,3 +313,42 @@ def test_a_malformed_runtime_gets_a_warning_naming_the_annotation(
                            for e in events_for(kube, namespace, "odd")),
                what="a Warning naming the annotation")
     wait_until(lambda: _on(kube, namespace, "odd"), what="the pod still runs")
+
+
+def test_a_short_job_backfills_beside_a_large_gang_that_still_starts_on_time(
+        kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
+        kubelet: StandInKubelet) -> None:
+    """The defaults: two 4-cpu nodes busy with 20 s jobs, a gang of 8 (large enough to
+    reserve at once). A 3 s job uses the core a job left early on the reserved nodes and is
+    gone before the others end; then a job of no known end borrows that core, and is evicted
+    for the gang once the others have ended; a 600 s job never gets in; the gang starts
+    whole."""
+    sched = start_scheduler()
+    nodes = {f"res-{uuid.uuid4().hex[:6]}" for _ in range(2)}
+    for node in nodes:
+        make_node(node, cpu="4")
+    running = _fill(kube, namespace, sched.name, kubelet, "run", 8, runtime=20,
+                    annotate=True)
+    _gang(kube, namespace, sched.name, "big", 8)
+    wait_until(lambda: _reserved(kube, namespace, "big").get("estimatedStart"),
+               what="a reservation with an estimated start")
+    assert {n["node"] for n in _reserved(kube, namespace, "big")["nodes"]} == nodes
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/run-0", gracePeriodSeconds=0)
+    kubelet.runtimes["quick"] = 3.0
+    _job(kube, namespace, sched.name, "quick", runtime="3s")
+    _job(kube, namespace, sched.name, "slow", runtime="600s")
+    wait_until(lambda: _on(kube, namespace, "quick"), what="the short job backfilled")
+    assert _on(kube, namespace, "quick") in nodes
+    _job(kube, namespace, sched.name, "open")
+    wait_until(lambda: _on(kube, namespace, "open"), what="the open-ended job borrowed the core")
+    assert _on(kube, namespace, "open") in nodes
+    wait_until(lambda: bound_count(kube, namespace, "big") == 8, what="the gang placed whole")
+    wait_until(lambda: any(e.get("reason") == "Preempted" and "gang" in e.get("message", "")
+                           and "big" in e.get("message", "")
+                           for e in events_for(kube, namespace, "open")),
+               what="the borrower evicted for the gang")
+    finished = kubelet.finished
+    assert "quick" in finished, "the backfilled job was still running when the gang started"
+    assert finished.index("quick") < max(finished.index(n) for n in running[1:]), \
+        "the short job ended before the jobs the gang waited for: it delayed nothing"
+    assert not _on(kube, namespace, "slow"), "a job ending after the start took held room"

@@ -4,20 +4,29 @@ end in time may still use it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from coscheduling.api.queues import parse_queue
 from coscheduling.api.runtimes import EXPECTED_RUNTIME_ANNOTATION
+from coscheduling.config.errors import ConfigError
 from coscheduling.core.eventhandlers import QueueEvents
+from coscheduling.plugins.coscheduling.args import validate_args
 from coscheduling.plugins.coscheduling.plugin import Coscheduling
+from coscheduling.plugins.coscheduling.reservations import UNKNOWN
 from coscheduling.plugins.proportion import Proportion
 from tests.simulation import SimCluster
 
+# The mechanics of holding room, tested on gangs of any size with only the runtime-based
+# backfill; who reserves and the reclaimable lending have tests of their own below.
+MECHANICS = {"reserveFromMembers": 1, "lendReclaimable": False}
+
 
 def _sim(**args: object) -> SimCluster:
-    return SimCluster({"pluginConfig": [{"name": "Coscheduling", "args": dict(args)}]})
+    return SimCluster({"pluginConfig": [{"name": "Coscheduling",
+                                         "args": {**MECHANICS, **args}}]})
 
 
 @pytest.fixture
@@ -288,3 +297,149 @@ def test_reserved_room_counts_toward_the_queue_share(reserving: SimCluster) -> N
     assert sim.bound_in_group("big") == 4
     running_b = [k for k in sim.bound if k.startswith("ns/b-")]
     assert len(running_b) == 4, running_b
+
+
+# -- who reserves: by what waiting costs -----------------------------------------------------
+
+def _now_stamp(ago: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - ago))
+
+
+@pytest.mark.parametrize(("size", "waited", "args", "reserves"), [
+    # A large gang reserves at once; a small one only once it has waited long enough.
+    (8, 0, {}, True),
+    (4, 0, {}, False),
+    (4, 70, {}, True),
+    (4, 0, {"reserveFromMembers": 4}, True),
+    (4, 20, {"reserveAfterSeconds": 10}, True),
+    (7, 20, {"reserveAfterSeconds": 60}, False),
+    (2, 0, {"reserveFromMembers": 1}, True),  # every gang first in line, as before
+], ids=["large-at-once", "small-fresh", "small-waited-long", "threshold-lowered",
+        "wait-shortened", "wait-lengthened", "everyone"])
+def test_who_reserves_is_decided_by_size_and_wait(size: int, waited: float,
+                                                   args: dict[str, object],
+                                                   reserves: bool) -> None:
+    """An 8-cpu node full of jobs and a gang of ``size`` 1-cpu members created ``waited``
+    seconds ago, under the defaults changed by ``args``."""
+    sim = SimCluster({"pluginConfig": [{"name": "Coscheduling", "args": args}]})
+    try:
+        _busy_node(sim, cpu="8")
+        sim.add_group("g", size, created=_now_stamp(waited))
+        for i in range(size):
+            sim.add_pod(f"g-{i}", group="g")
+        sim.run()
+        assert (_plugin(sim).reservations.of("ns/g") is not None) is reserves
+        assert sim.bound_in_group("g") == 0
+    finally:
+        sim.close()
+    assert not sim.violations, sim.violations
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("reserveFromMembers", 0, "must be >= 1"),
+    ("reserveFromMembers", 2.5, "must be an integer"),
+    ("reserveAfterSeconds", -1, "must be >= 0"),
+    ("backfill", "yes", "must be true or false"),
+    ("lendReclaimable", 1, "must be true or false"),
+])
+def test_bad_reservation_rules_are_refused_naming_the_field(field: str, value: object,
+                                                            why: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_args({field: value}, "pluginConfig[0].args")
+    assert f"pluginConfig[0].args.{field}" in str(err.value) and why in str(err.value)
+
+
+# -- backfill ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("runtime", "backfill", "bound"), [
+    ("10s", True, True),     # ends before the start (the jobs there end in 60 s)
+    ("59s", True, True),
+    ("600s", True, False),   # would delay the gang
+    ("10s", False, False),   # backfill turned off: the held core waits for the gang
+])
+def test_a_pod_backfills_when_its_end_comes_before_the_start(runtime: str, backfill: bool,
+                                                             bound: bool) -> None:
+    sim = _sim(backfill=backfill)
+    try:
+        _one_core_held(sim, runtime="60s")
+        sim.add_pod("job", annotations={EXPECTED_RUNTIME_ANNOTATION: runtime})
+        sim.run()
+        assert (sim.bound.get("ns/job") == "n0") is bound
+        assert sim.scheduler.metrics.backfilled_pods.value() == (1 if bound else 0)
+    finally:
+        sim.close()
+    assert not sim.violations, sim.violations
+
+
+# -- reclaimable lending to pods of no known end -----------------------------------------------
+
+@pytest.mark.parametrize(("lend", "in_gang", "bound"), [
+    (True, False, True),
+    (False, False, False),  # turned off: as before, pods of unknown runtime wait
+    (True, True, False),    # a gang member is never lent room it could be evicted from
+])
+def test_a_pod_of_unknown_end_borrows_reserved_room(lend: bool, in_gang: bool,
+                                                     bound: bool) -> None:
+    sim = _sim(lendReclaimable=lend)
+    try:
+        _one_core_held(sim, runtime="60s")
+        if in_gang:
+            sim.add_group("pair", 1)
+        sim.add_pod("open-ended", group="pair" if in_gang else "")
+        sim.run()
+        assert (sim.bound.get("ns/open-ended") == "n0") is bound
+        reservation = _plugin(sim).reservations.of("ns/big")
+        assert reservation is not None
+        assert (reservation.borrowers == {"ns/open-ended": "n0"}) is bound
+        assert reservation.estimate != UNKNOWN, "the borrower's room counts as the gang's"
+    finally:
+        sim.close()
+    assert not sim.violations, sim.violations
+
+
+@pytest.mark.parametrize(("jobs_ended", "evicted"), [
+    (1, []),                     # two jobs still run: evicting now would be for nothing
+    (2, []),
+    (3, ["ns/open-ended"]),      # only the borrower's room is missing: it is taken back
+])
+def test_borrowed_room_is_taken_back_only_when_it_completes_the_reservation(
+        jobs_ended: int, evicted: list[str]) -> None:
+    """One core held on a 4-cpu node, lent to a pod of no known end; then ``jobs_ended`` of
+    the other three jobs end."""
+    sim = _sim(lendReclaimable=True)
+    try:
+        _one_core_held(sim, runtime="60s")
+        sim.add_pod("open-ended")
+        sim.run()
+        assert sim.bound.get("ns/open-ended") == "n0"
+        for i in range(1, 1 + jobs_ended):
+            sim.delete_pod(f"ns/small-{i}")
+            sim.run()
+        assert sim.evictions.victims == evicted
+        assert all(p == "gang ns/big" for p, _ in sim.evictions.by)
+        assert sim.bound_in_group("big") == (4 if evicted else 0)
+    finally:
+        sim.close()
+    assert not sim.violations, sim.violations
+
+
+@pytest.mark.parametrize(("first", "second", "reserving"), [
+    # (name, size, seconds waited) in order of arrival: who holds the queue's reservation.
+    (("little", 4, 70), ("large", 8, 0), "ns/large"),  # a large gang goes before small ones
+    (("large", 8, 70), ("little", 4, 90), "ns/large"),  # an older small one does not displace
+    (("old", 8, 70), ("young", 8, 0), "ns/old"),     # between large gangs: age, as before
+])
+def test_a_large_gang_reserves_ahead_of_small_ones_that_waited(
+        first: tuple[str, int, float], second: tuple[str, int, float], reserving: str) -> None:
+    sim = SimCluster()
+    try:
+        _busy_node(sim, cpu="8")
+        for name, size, waited in (first, second):
+            sim.add_group(name, size, created=_now_stamp(waited))
+            for i in range(size):
+                sim.add_pod(f"{name}-{i}", group=name, never_preempt=True)
+            sim.run()
+        assert [r.group_key for r in _plugin(sim).reservations] == [reserving]
+    finally:
+        sim.close()
+    assert not sim.violations, sim.violations

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coscheduling.config.errors import as_float, as_int, reject_unknown
+from coscheduling.config.errors import as_bool, as_float, as_int, reject_unknown
 from coscheduling.provisioning.args import validate_scale_up
 
 
@@ -22,6 +22,16 @@ class CoschedulingArgs:
     max_reservation_seconds: float = 1800.0
     # How many gangs of one queue hold a reservation at once (the head of the line first).
     max_reservations_per_queue: int = 1
+    # Who reserves: a gang of at least this many members at once; a smaller one only after
+    # it has waited reserve_after_seconds (its room comes free by the ordinary churn, and
+    # holding room for it would make every small job wait behind it).
+    reserve_from_members: int = 8
+    reserve_after_seconds: float = 60.0
+    # Pods whose known end comes before a reservation's start may use its room.
+    backfill: bool = True
+    # Pods outside any gang with no known end may use reserved room until the gang needs it
+    # to start; then they are evicted (only then, and only as many as it needs).
+    lend_reclaimable: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -29,22 +39,33 @@ class CoschedulingArgs:
             "freezeSeconds": self.freeze_seconds,
             "maxReservationSeconds": self.max_reservation_seconds,
             "maxReservationsPerQueue": self.max_reservations_per_queue,
+            "reserveFromMembers": self.reserve_from_members,
+            "reserveAfterSeconds": self.reserve_after_seconds,
+            "backfill": self.backfill,
+            "lendReclaimable": self.lend_reclaimable,
         }
 
 
 def validate_args(raw: Mapping[str, Any], path: str) -> Mapping[str, Any]:
     reject_unknown(raw, {"defaultMaxScheduleSeconds", "freezeSeconds", "maxReservationSeconds",
-                         "maxReservationsPerQueue", "scaleUp"}, path)
-    defaults = CoschedulingArgs()
-    timeout = raw.get("defaultMaxScheduleSeconds", defaults.default_max_schedule_seconds)
-    freeze = raw.get("freezeSeconds", defaults.freeze_seconds)
-    reserve = raw.get("maxReservationSeconds", defaults.max_reservation_seconds)
-    per_queue = raw.get("maxReservationsPerQueue", defaults.max_reservations_per_queue)
+                         "maxReservationsPerQueue", "reserveFromMembers",
+                         "reserveAfterSeconds", "backfill", "lendReclaimable", "scaleUp"},
+                   path)
+    defaults = CoschedulingArgs().to_dict()
+
+    def given(key: str) -> Any:
+        return raw.get(key, defaults[key])
+
     checked = CoschedulingArgs(
-        as_float(timeout, f"{path}.defaultMaxScheduleSeconds", exclusive_minimum=0),
-        as_float(freeze, f"{path}.freezeSeconds", minimum=0),
-        as_float(reserve, f"{path}.maxReservationSeconds", minimum=0),
-        as_int(per_queue, f"{path}.maxReservationsPerQueue", minimum=0),
+        as_float(given("defaultMaxScheduleSeconds"), f"{path}.defaultMaxScheduleSeconds",
+                 exclusive_minimum=0),
+        as_float(given("freezeSeconds"), f"{path}.freezeSeconds", minimum=0),
+        as_float(given("maxReservationSeconds"), f"{path}.maxReservationSeconds", minimum=0),
+        as_int(given("maxReservationsPerQueue"), f"{path}.maxReservationsPerQueue", minimum=0),
+        as_int(given("reserveFromMembers"), f"{path}.reserveFromMembers", minimum=1),
+        as_float(given("reserveAfterSeconds"), f"{path}.reserveAfterSeconds", minimum=0),
+        as_bool(given("backfill"), f"{path}.backfill"),
+        as_bool(given("lendReclaimable"), f"{path}.lendReclaimable"),
     ).to_dict()
     return {**checked, "scaleUp": validate_scale_up(raw.get("scaleUp"), f"{path}.scaleUp")}
 
@@ -54,4 +75,6 @@ def parse_args(raw: Mapping[str, Any]) -> CoschedulingArgs:
     return CoschedulingArgs(
         float(checked["defaultMaxScheduleSeconds"]), float(checked["freezeSeconds"]),
         float(checked["maxReservationSeconds"]), int(checked["maxReservationsPerQueue"]),
+        int(checked["reserveFromMembers"]), float(checked["reserveAfterSeconds"]),
+        bool(checked["backfill"]), bool(checked["lendReclaimable"]),
     )

@@ -8,9 +8,19 @@ what the members need, as a claim in the cache under a placeholder. Claims count
 the room a finishing pod leaves is held too, and when everything is held the gang is admitted
 from it.
 
+Who reserves is decided by what waiting costs (``reserveFromMembers``,
+``reserveAfterSeconds``): a gang of many members, whose room would hardly ever come free
+whole by the ordinary churn, reserves at once; a small one only once it has waited long,
+since its room frees soon anyway and holding it makes every small job wait behind it.
+
 Who may still use reserved room (it is *lent* to them for their own cycle and held again at
-the next one): pods and gangs of higher priority, and pods that will end before the
-reservation is expected to complete (backfill: their runtime is known, see api.runtimes).
+the next one): pods and gangs of higher priority; pods that will end before the reservation
+is expected to start (``backfill``: their runtime is known, see api.runtimes); and pods
+outside any gang whose end is not known (``lendReclaimable``). Those are *borrowers*: the
+start estimate counts their room as the reservation's, and once every other bit of room is
+held, just enough of them to complete it are evicted (never a gang member, so no gang drops
+below minMember; never before the eviction completes the reservation, so nobody is evicted
+for nothing; their room stays counted until they are gone, so nothing is over-committed).
 How many gangs reserve at once is bounded per queue; a reservation runs out after
 maxReservationSeconds and the gang then waits without one. Reservations live in memory: after
 a restart the gang's first failed attempt makes it again.
@@ -39,6 +49,11 @@ if TYPE_CHECKING:
 UNKNOWN = math.inf
 """When the room a reservation needs is expected to be free, if no end is known."""
 
+# How a pod may use a reservation's room (Reservations._lends).
+PRIORITY = "priority"
+BACKFILL = "backfill"
+RECLAIMABLE = "reclaimable"
+
 
 @dataclass
 class Target:
@@ -61,13 +76,15 @@ class Reservation:
     group_key: str
     queue: str
     priority: int
-    rank: tuple[int, float, str]
+    rank: tuple[int, int, float, str]
     since: float
     until: float
     targets: dict[str, Target]
     lent: bool = False
     # Whether the gang was told its room is all held (once per completion).
     announced: bool = False
+    # Pods of no known end placed on its nodes with its room (lendReclaimable): pod -> node.
+    borrowers: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -112,8 +129,8 @@ class Reservations:
         self.expired: set[str] = set()
         # When a running pod without status.startTime was first seen running here.
         self._seen_running: dict[str, float] = {}
-        # Who borrowed reserved room in the current cycle: (pod key, backfill, groups).
-        self._borrower: tuple[str, bool, tuple[str, ...]] | None = None
+        # Who was lent reserved room in the current cycle: (pod key, group key -> how).
+        self._borrower: tuple[str, dict[str, str]] | None = None
         self._idle_at = handle.clock.now()
         self._settled_at = -1  # the cache's change_seq at the last settle
 
@@ -130,33 +147,42 @@ class Reservations:
     # -- when a pod's cycle starts ---------------------------------------------------------
     def lend(self, pod: Pod) -> None:
         """Hold again what was lent to the last cycle, then lend ``pod`` the room of the
-        reservations it may pass: it has a higher priority, or it ends before they complete."""
+        reservations it may use: it has a higher priority, it ends before they start, or it
+        is a pod of no known end they may take back (``lendReclaimable``)."""
         self.settle()
         if not self._by_group:
             return
-        now = self.handle.clock.now()
-        runtime = self.runtime_of(pod)
-        passed: list[str] = []
-        backfill = False
+        lent: dict[str, str] = {}
         for reservation in self._by_group.values():
-            if reservation.group_key == pod.group_key:
-                continue  # its own room is given to it at admission
-            if _may_pass(pod.priority, runtime, now, reservation):
-                backfill = backfill or pod.priority <= reservation.priority
-                passed.append(reservation.group_key)
+            how = self._lends(pod, reservation)
+            if how:
+                lent[reservation.group_key] = how
                 self._drop_placeholders(reservation)
                 reservation.lent = True
-        if passed:
-            self._borrower = (pod.key, backfill, tuple(passed))
+        if lent:
+            self._borrower = (pod.key, lent)
+
+    def _lends(self, pod: Pod, reservation: Reservation) -> str:
+        """How ``pod`` may use ``reservation``'s room: PRIORITY, BACKFILL, RECLAIMABLE or not
+        at all ("")."""
+        if reservation.group_key == pod.group_key:
+            return ""  # its own room is given to it at admission
+        if pod.priority > reservation.priority:
+            return PRIORITY
+        runtime = self.runtime_of(pod)
+        if self.args.backfill and _ends_before(runtime, self.handle.clock.now(),
+                                               reservation.estimate):
+            return BACKFILL
+        if (self.args.lend_reclaimable and runtime is None and not pod.group_key
+                and self.handle.runner.preemption_enabled()):
+            return RECLAIMABLE
+        return ""
 
     def pass_by(self, tx: Transaction, pod: Pod) -> None:
         """For a what-if: the room of the reservations ``pod`` may pass is free in ``tx``,
         held exactly as before once it is discarded (no reservation grows or shrinks)."""
-        now = self.handle.clock.now()
-        runtime = self.runtime_of(pod)
         for reservation in self._by_group.values():
-            if reservation.group_key != pod.group_key and _may_pass(pod.priority, runtime, now,
-                                                                     reservation):
+            if self._lends(pod, reservation):
                 for target in reservation.targets.values():
                     tx.drop_claim(target.key)
 
@@ -164,10 +190,12 @@ class Reservations:
                                                                    Reservation | None]:
         """For a what-if of a gang that would wait for room: whether it would reserve (first
         in line of its queue), the reservations ahead of it, and the reservation it would
-        make (its nodes and estimate; None when none can be planned). Changes nothing."""
+        make (its nodes and estimate; None when none can be planned). A gang below
+        reserveFromMembers reserves only once it has waited reserveAfterSeconds: this says
+        whether it would then. Changes nothing."""
         if self._limit(group) <= 0:
             return False, (), None
-        rank = _rank(self.handle, group)
+        rank = _rank(self.handle, group, self.args)
         same = sorted((r for r in self._by_group.values() if r.queue == group.queue),
                       key=lambda r: r.rank)
         ahead = tuple(r.group_key for r in same if r.rank < rank)
@@ -202,15 +230,19 @@ class Reservations:
         self._settled_at = cache.change_seq
 
     def placed(self, pod: Pod, node_name: str) -> None:
-        """A pod that borrowed reserved room by its runtime was placed on a reserved node:
-        a backfill."""
-        if self._borrower is None or self._borrower[0] != pod.key or not self._borrower[1]:
+        """A pod lent reserved room was placed on a reserved node: a backfill (counted) or a
+        borrower the reservation may take its room back from."""
+        if self._borrower is None or self._borrower[0] != pod.key:
             return
-        for group_key in self._borrower[2]:
+        for group_key, how in self._borrower[1].items():
             reservation = self._by_group.get(group_key)
-            if reservation is not None and node_name in reservation.targets:
+            if reservation is None or node_name not in reservation.targets:
+                continue
+            if how == BACKFILL:
                 self.handle.metrics.backfilled_pods.inc()
                 return
+            if how == RECLAIMABLE:
+                reservation.borrowers[pod.key] = node_name
 
     # -- making and growing ----------------------------------------------------------------
     def consider(self, group: PodGroup, members: list[Pod]) -> str:
@@ -230,7 +262,7 @@ class Reservations:
         if reservation is None or not self._still_valid(reservation, members):
             if reservation is not None:
                 self.release(group.key, "replanned")
-            if not self._first_in_line(group):
+            if not self.worth_reserving(group) or not self._first_in_line(group):
                 return ""
             reservation = self._plan(group, members)
             if reservation is None:
@@ -244,6 +276,11 @@ class Reservations:
                 f"{len(members)} missing members")
         self.grow(reservation)
         return reservation.describe()
+
+    def worth_reserving(self, group: PodGroup) -> bool:
+        """Whether waiting costs the gang enough to hold room for it (see the module)."""
+        return _worth_reserving(group.min_member, self.handle.clock.now() - group.created,
+                                self.args)
 
     def _limit(self, group: PodGroup) -> float:
         if group.max_reservation_seconds is not None:
@@ -260,7 +297,7 @@ class Reservations:
     def _first_in_line(self, group: PodGroup) -> bool:
         """Within its queue's bound, or ahead of the last gang reserving in its queue (which
         then lets its room go)."""
-        rank = _rank(self.handle, group)
+        rank = _rank(self.handle, group, self.args)
         same_queue = [r for r in self._by_group.values() if r.queue == group.queue]
         if len(same_queue) < self.args.max_reservations_per_queue:
             return True
@@ -274,6 +311,7 @@ class Reservations:
         """Hold on each node the room free there, up to what the members need, within the
         queue's share; when everything is held, the gang is told it may be admitted."""
         cache = self.handle.cache
+        self._forget_gone_borrowers(reservation)
         for target in reservation.targets.values():
             info = cache.node(target.node)
             if info is None or info.node is None:
@@ -284,13 +322,56 @@ class Reservations:
             held = self._within_share(reservation, target, held)
             if held != target.held or reservation.lent:
                 self._hold(reservation, target, held)
-            target.ready_at = self._ready_at(info, target)
+            target.ready_at = self._ready_at(info, target, reservation.borrowers)
         reservation.lent = False
         if not reservation.complete:
+            self._reclaim(reservation)
             reservation.announced = False
         elif not reservation.announced:
             reservation.announced = True
             self.on_complete(reservation.group_key)
+
+    def _forget_gone_borrowers(self, reservation: Reservation) -> None:
+        cache = self.handle.cache
+        for key, node in list(reservation.borrowers.items()):
+            pod = cache.pod(key)
+            if pod is None or pod.terminal or pod.node_name not in ("", node):
+                del reservation.borrowers[key]
+
+    def _reclaim(self, reservation: Reservation) -> None:
+        """Once the borrowers' room is all the reservation still misses, evict just enough
+        of them, newest first: the gang starts as soon as they are gone."""
+        if not reservation.borrowers:
+            return  # nothing to take back (the common case: no pod walks every target's pods)
+        victims: list[Pod] = []
+        for target in reservation.targets.values():
+            chosen = self._to_reclaim(reservation, target)
+            if chosen is None:
+                return  # the gang waits for more than borrowed room: evicting now is for nothing
+            victims += chosen
+        if victims:
+            self.handle.preemption.evict(victims, f"gang {reservation.group_key}", ())
+
+    def _to_reclaim(self, reservation: Reservation, target: Target) -> list[Pod] | None:
+        """The borrowers on ``target``'s node whose eviction makes its room whole ([] when it
+        needs none, or their eviction is under way), or None when even all of them would not."""
+        missing = {r: v - target.held.get(r, 0) for r, v in target.need.items()
+                   if r != PODS and v > target.held.get(r, 0)}
+        info = self.handle.cache.node(target.node)
+        if not missing or info is None:
+            return [] if not missing else None
+        ledger = self.handle.preemption
+        borrowers = sorted((p for p in info.pods.values()
+                            if reservation.borrowers.get(p.key) == target.node
+                            and not p.terminal), key=lambda p: (-p.created, p.key))
+        chosen: list[Pod] = []
+        for pod in sorted(borrowers, key=lambda p: not ledger.evicted(p)):  # under way first
+            if not any(v > 0 for v in missing.values()):
+                break
+            add_into(missing, pod.requests, sign=-1)
+            if not ledger.evicted(pod):
+                chosen.append(pod)
+        return None if any(v > 0 for v in missing.values()) else chosen
 
     def _within_share(self, reservation: Reservation, target: Target,
                       held: dict[str, int]) -> dict[str, int]:
@@ -383,16 +464,19 @@ class Reservations:
         started = pod.started or self._seen_running.setdefault(pod.key, now)
         return max(now, started + runtime)
 
-    def _ready_at(self, info: NodeInfo, target: Target) -> float:
+    def _ready_at(self, info: NodeInfo, target: Target,
+                  borrowers: Mapping[str, str] | None = None) -> float:
         """When the members' need on the node is expected to be free: now if held, else the
-        end of the last running pod whose room it waits for (pods ending soonest first)."""
+        end of the last running pod whose room it waits for (pods ending soonest first;
+        ``borrowers`` give their room back whenever it is needed: now)."""
         now = self.handle.clock.now()
         missing = {r: v - target.held.get(r, 0) for r, v in target.need.items()
                    if r != PODS and v > target.held.get(r, 0)}
         if not missing:
             return now
-        ends = sorted((self.end_of(p, now), p.key, p) for p in info.pods.values()
-                      if not p.terminal)
+        taken_back = borrowers or {}
+        ends = sorted((now if p.key in taken_back else self.end_of(p, now), p.key, p)
+                      for p in info.pods.values() if not p.terminal)
         for end, _, pod in ends:
             for resource in list(missing):
                 missing[resource] -= pod.requests.get(resource, 0)
@@ -437,7 +521,7 @@ class Reservations:
             info = self.handle.cache.node(target.node)
             if info is not None:
                 target.ready_at = self._ready_at(info, target)
-        rank = _rank(self.handle, group)
+        rank = _rank(self.handle, group, self.args)
         return Reservation(group.key, group.queue, -rank[0], rank, now, now + self._limit(group),
                            targets)
 
@@ -487,19 +571,24 @@ class Reservations:
             return self.handle.runner.filter_node(member, info, self.plugin_name).ok
 
 
-def _may_pass(priority: int, runtime: float | None, now: float,
-              reservation: Reservation) -> bool:
-    """A pod of higher priority, or one that ends before the reservation is expected to
-    complete (never while that cannot be estimated), may use its room."""
-    if priority > reservation.priority:
-        return True
-    estimate = reservation.estimate
-    return runtime is not None and estimate != UNKNOWN and now + runtime <= estimate
+def _ends_before(runtime: float | None, now: float, start: float) -> bool:
+    """A pod started now ends by ``start`` (never while either is not known)."""
+    return runtime is not None and start != UNKNOWN and now + runtime <= start
 
 
-def _rank(handle: Handle, group: PodGroup) -> tuple[int, float, str]:
-    """QueueSort's order between gangs: priority, then age."""
-    return (-_priority(handle, group), group.created, group.key)
+def _worth_reserving(members: int, waited: float, args: CoschedulingArgs) -> bool:
+    """A gang of reserveFromMembers or more reserves at once, a smaller one once it has
+    waited reserveAfterSeconds."""
+    return members >= args.reserve_from_members or waited >= args.reserve_after_seconds
+
+
+def _rank(handle: Handle, group: PodGroup,
+          args: CoschedulingArgs) -> tuple[int, int, float, str]:
+    """The order between reserving gangs: priority, then those of reserveFromMembers before
+    smaller ones (which reserve only after waiting, and whose room frees soon anyway), then
+    age (QueueSort's order)."""
+    large = group.min_member >= args.reserve_from_members
+    return (-_priority(handle, group), 0 if large else 1, group.created, group.key)
 
 
 def _priority(handle: Handle, group: PodGroup) -> int:
