@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -80,6 +80,9 @@ class Cache:
         # at once whether any pod is of lower priority than a preemptor), and the pods and
         # claims on them by label and by pod affinity (see labelindex).
         self._priorities: Counter[int] = Counter()
+        # What the nodes that exist can hold in all, by resource (kept as nodes come, change
+        # and go): a gang's share of the cluster is read against it.
+        self._allocatable: Counter[str] = Counter()
         self._labels: LabelIndex[NodeInfo] = LabelIndex()
         # Namespace labels (for namespaceSelector).
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -109,6 +112,7 @@ class Cache:
             view._counted = dict(self._counted)
             view._changes_base = self.change_seq + VIEW_CHANGES_APART
             view._priorities = Counter(self._priorities)
+            view._allocatable = Counter(self._allocatable)
             view.namespace_labels = dict(self.namespace_labels)
         for info in view._nodes.values():
             for pod in info.pods.values():
@@ -160,6 +164,9 @@ class Cache:
                 info = self._nodes[node.name] = NodeInfo(node.name)
             if info.node is None:
                 self._node_order.append(node.name)
+            else:
+                self._allocatable.subtract(info.node.allocatable)
+            self._allocatable.update(node.allocatable)
             info.node = node
             self._touch(node.name)
 
@@ -171,6 +178,7 @@ class Cache:
                 return []
             if info.node is not None:
                 self._node_order.remove(name)
+                self._allocatable.subtract(info.node.allocatable)
             stranded = [p for p in info.pods.values() if p.key in self._assumed]
             stranded += list(info.claims.values())
             info.node = None
@@ -192,6 +200,10 @@ class Cache:
 
     def node_count(self) -> int:
         return len(self._node_order)
+
+    def allocatable(self) -> Mapping[str, int]:
+        """What the nodes that exist can hold in all, by resource."""
+        return self._allocatable
 
     def _node_info(self, name: str) -> NodeInfo:
         info = self._nodes.get(name)

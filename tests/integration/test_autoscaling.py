@@ -461,8 +461,9 @@ def test_idle_node_held_by_a_reservation_is_never_scaled_down(
         start_scheduler: StartScheduler) -> None:
     """A gang first in line holds an empty node while it waits for room on another: to the
     autoscaler the empty node is idle; the guard keeps it until the gang is bound there."""
+    # reserveFromMembers 2: this gang of 2 reserves at once, not after reserveAfterSeconds.
     sched = start_scheduler({"pluginConfig": [{"name": "Coscheduling", "args": {
-        "freezeSeconds": 2, "scaleUp": {"guardNodes": True}}}]})
+        "freezeSeconds": 2, "reserveFromMembers": 2, "scaleUp": {"guardNodes": True}}}]})
     make_node("cpu-busy", cpu="4", labels={GROUP_LABEL: "cpu"})
     make_node("cpu-free", cpu="4", labels={GROUP_LABEL: "cpu"})
     create_pod(kube, namespace, pod_body("filler", scheduler=sched.name, cpu="4",

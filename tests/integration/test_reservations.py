@@ -149,8 +149,9 @@ def test_a_gang_is_not_starved_by_a_stream_of_small_jobs(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
     """The issue's scenario: one 4-cpu node, 1-cpu jobs of 3 s arriving every 0.6 s, a gang
-    of 4 x 1 cpu created 2 s in. The gang runs within a few job runtimes, whole."""
-    sched = start_scheduler(MECHANICS)
+    of 4 x 1 cpu created 2 s in. The gang runs within a few job runtimes, whole. With the
+    defaults: a gang asking for the whole cluster reserves at once (reserveFromShare)."""
+    sched = start_scheduler()
     make_node(f"res-{uuid.uuid4().hex[:6]}", cpu="4")
     started = time.monotonic()
     gang_at = None
@@ -318,12 +319,13 @@ def test_a_malformed_runtime_gets_a_warning_naming_the_annotation(
 def test_a_short_job_backfills_beside_a_large_gang_that_still_starts_on_time(
         kube: KubeClient, namespace: str, make_node: Any, start_scheduler: StartScheduler,
         kubelet: StandInKubelet) -> None:
-    """The defaults: two 4-cpu nodes busy with 20 s jobs, a gang of 8 (large enough to
-    reserve at once). A 3 s job uses the core a job left early on the reserved nodes and is
-    gone before the others end; then a job of no known end borrows that core, and is evicted
-    for the gang once the others have ended; a 600 s job never gets in; the gang starts
-    whole."""
-    sched = start_scheduler()
+    """The defaults but lendReclaimable on: two 4-cpu nodes busy with 20 s jobs, a gang of 8
+    (large enough to reserve at once). A 3 s job uses the core a job left early on the
+    reserved nodes and is gone before the others end; then a job of no known end borrows that
+    core, and is evicted for the gang once the others have ended; a 600 s job never gets in;
+    the gang starts whole."""
+    sched = start_scheduler({"pluginConfig": [{"name": "Coscheduling", "args": {
+        "lendReclaimable": True}}]})
     nodes = {f"res-{uuid.uuid4().hex[:6]}" for _ in range(2)}
     for node in nodes:
         make_node(node, cpu="4")

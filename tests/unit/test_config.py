@@ -35,8 +35,9 @@ def test_defaults() -> None:
     assert config.plugin_args["Coscheduling"] == {
         "defaultMaxScheduleSeconds": 60.0, "freezeSeconds": 20.0,
         "maxReservationSeconds": 1800.0, "maxReservationsPerQueue": 1,
-        "reserveFromMembers": 8, "reserveAfterSeconds": 60.0, "backfill": True,
-        "lendReclaimable": True,
+        "reserveFromMembers": 8, "reserveAfterSeconds": 60.0, "reserveFromShare": 0.25,
+        "backfill": True,
+        "lendReclaimable": False,
         "scaleUp": {"enabled": False,
                     "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
                     "retrySeconds": 10.0, "maxRetrySeconds": 300.0, "guardNodes": False,

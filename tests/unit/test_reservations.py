@@ -305,25 +305,31 @@ def _now_stamp(ago: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - ago))
 
 
-@pytest.mark.parametrize(("size", "waited", "args", "reserves"), [
-    # A large gang reserves at once; a small one only once it has waited long enough.
-    (8, 0, {}, True),
-    (4, 0, {}, False),
-    (4, 70, {}, True),
-    (4, 0, {"reserveFromMembers": 4}, True),
-    (4, 20, {"reserveAfterSeconds": 10}, True),
-    (7, 20, {"reserveAfterSeconds": 60}, False),
-    (2, 0, {"reserveFromMembers": 1}, True),  # every gang first in line, as before
+@pytest.mark.parametrize(("size", "waited", "args", "cluster_cpu", "reserves"), [
+    # A large gang (by members, or by its share of the cluster) reserves at once; a small
+    # one only once it has waited long enough.
+    (8, 0, {}, 32, True),
+    (4, 0, {}, 32, False),
+    (4, 70, {}, 32, True),
+    (4, 0, {"reserveFromMembers": 4}, 32, True),
+    (4, 20, {"reserveAfterSeconds": 10}, 32, True),
+    (7, 20, {"reserveAfterSeconds": 60}, 32, False),
+    (2, 0, {"reserveFromMembers": 1}, 32, True),  # every gang first in line, as before
+    (4, 0, {}, 4, True),  # the whole cluster: large whatever its size
+    (2, 0, {}, 8, True),  # a quarter of it
+    (2, 0, {}, 12, False),  # a sixth of it
+    (2, 0, {"reserveFromShare": 0.1}, 12, True),
 ], ids=["large-at-once", "small-fresh", "small-waited-long", "threshold-lowered",
-        "wait-shortened", "wait-lengthened", "everyone"])
+        "wait-shortened", "wait-lengthened", "everyone", "whole-cluster", "quarter",
+        "sixth", "share-lowered"])
 def test_who_reserves_is_decided_by_size_and_wait(size: int, waited: float,
-                                                   args: dict[str, object],
+                                                   args: dict[str, object], cluster_cpu: int,
                                                    reserves: bool) -> None:
-    """An 8-cpu node full of jobs and a gang of ``size`` 1-cpu members created ``waited``
-    seconds ago, under the defaults changed by ``args``."""
+    """A node of ``cluster_cpu`` cpus full of 1-cpu jobs and a gang of ``size`` 1-cpu
+    members created ``waited`` seconds ago, under the defaults changed by ``args``."""
     sim = SimCluster({"pluginConfig": [{"name": "Coscheduling", "args": args}]})
     try:
-        _busy_node(sim, cpu="8")
+        _busy_node(sim, cpu=str(cluster_cpu))
         sim.add_group("g", size, created=_now_stamp(waited))
         for i in range(size):
             sim.add_pod(f"g-{i}", group="g")
@@ -339,6 +345,8 @@ def test_who_reserves_is_decided_by_size_and_wait(size: int, waited: float,
     ("reserveFromMembers", 0, "must be >= 1"),
     ("reserveFromMembers", 2.5, "must be an integer"),
     ("reserveAfterSeconds", -1, "must be >= 0"),
+    ("reserveFromShare", 0, "must be > 0"),
+    ("reserveFromShare", 1.5, "must be a share of the cluster in (0, 1]"),
     ("backfill", "yes", "must be true or false"),
     ("lendReclaimable", 1, "must be true or false"),
 ])
@@ -433,7 +441,7 @@ def test_a_large_gang_reserves_ahead_of_small_ones_that_waited(
         first: tuple[str, int, float], second: tuple[str, int, float], reserving: str) -> None:
     sim = SimCluster()
     try:
-        _busy_node(sim, cpu="8")
+        _busy_node(sim, cpu="32")  # "little" asks for an eighth of it: small by share too
         for name, size, waited in (first, second):
             sim.add_group(name, size, created=_now_stamp(waited))
             for i in range(size):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coscheduling.config.errors import as_bool, as_float, as_int, reject_unknown
+from coscheduling.config.errors import ConfigError, as_bool, as_float, as_int, reject_unknown
 from coscheduling.provisioning.args import validate_scale_up
 
 
@@ -27,11 +27,15 @@ class CoschedulingArgs:
     # holding room for it would make every small job wait behind it).
     reserve_from_members: int = 8
     reserve_after_seconds: float = 60.0
+    # ... or a gang that needs at least this share of what the cluster's nodes hold (of any
+    # one resource) at once: a 4-cpu gang on a 4-cpu cluster is large whatever its size.
+    reserve_from_share: float = 0.25
     # Pods whose known end comes before a reservation's start may use its room.
     backfill: bool = True
     # Pods outside any gang with no known end may use reserved room until the gang needs it
-    # to start; then they are evicted (only then, and only as many as it needs).
-    lend_reclaimable: bool = True
+    # to start; then they are evicted (only then, and only as many as it needs). Off by
+    # default: a pod that declares no end may be a service, and nobody asked to evict it.
+    lend_reclaimable: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +45,7 @@ class CoschedulingArgs:
             "maxReservationsPerQueue": self.max_reservations_per_queue,
             "reserveFromMembers": self.reserve_from_members,
             "reserveAfterSeconds": self.reserve_after_seconds,
+            "reserveFromShare": self.reserve_from_share,
             "backfill": self.backfill,
             "lendReclaimable": self.lend_reclaimable,
         }
@@ -49,7 +54,8 @@ class CoschedulingArgs:
 def validate_args(raw: Mapping[str, Any], path: str) -> Mapping[str, Any]:
     reject_unknown(raw, {"defaultMaxScheduleSeconds", "freezeSeconds", "maxReservationSeconds",
                          "maxReservationsPerQueue", "reserveFromMembers",
-                         "reserveAfterSeconds", "backfill", "lendReclaimable", "scaleUp"},
+                         "reserveAfterSeconds", "reserveFromShare", "backfill",
+                         "lendReclaimable", "scaleUp"},
                    path)
     defaults = CoschedulingArgs().to_dict()
 
@@ -64,10 +70,18 @@ def validate_args(raw: Mapping[str, Any], path: str) -> Mapping[str, Any]:
         as_int(given("maxReservationsPerQueue"), f"{path}.maxReservationsPerQueue", minimum=0),
         as_int(given("reserveFromMembers"), f"{path}.reserveFromMembers", minimum=1),
         as_float(given("reserveAfterSeconds"), f"{path}.reserveAfterSeconds", minimum=0),
+        _share(given("reserveFromShare"), f"{path}.reserveFromShare"),
         as_bool(given("backfill"), f"{path}.backfill"),
         as_bool(given("lendReclaimable"), f"{path}.lendReclaimable"),
     ).to_dict()
     return {**checked, "scaleUp": validate_scale_up(raw.get("scaleUp"), f"{path}.scaleUp")}
+
+
+def _share(value: object, path: str) -> float:
+    share = as_float(value, path, exclusive_minimum=0)
+    if share > 1:
+        raise ConfigError(path, f"must be a share of the cluster in (0, 1], got {value!r}")
+    return share
 
 
 def parse_args(raw: Mapping[str, Any]) -> CoschedulingArgs:
@@ -76,5 +90,6 @@ def parse_args(raw: Mapping[str, Any]) -> CoschedulingArgs:
         float(checked["defaultMaxScheduleSeconds"]), float(checked["freezeSeconds"]),
         float(checked["maxReservationSeconds"]), int(checked["maxReservationsPerQueue"]),
         int(checked["reserveFromMembers"]), float(checked["reserveAfterSeconds"]),
+        float(checked["reserveFromShare"]),
         bool(checked["backfill"]), bool(checked["lendReclaimable"]),
     )

@@ -8,10 +8,11 @@ what the members need, as a claim in the cache under a placeholder. Claims count
 the room a finishing pod leaves is held too, and when everything is held the gang is admitted
 from it.
 
-Who reserves is decided by what waiting costs (``reserveFromMembers``,
-``reserveAfterSeconds``): a gang of many members, whose room would hardly ever come free
-whole by the ordinary churn, reserves at once; a small one only once it has waited long,
-since its room frees soon anyway and holding it makes every small job wait behind it.
+Who reserves is decided by what waiting costs (``reserveFromMembers``, ``reserveFromShare``,
+``reserveAfterSeconds``): a gang of many members, or one that needs a large share of the
+cluster, whose room would hardly ever come free whole by the ordinary churn, reserves at
+once; a small one only once it has waited long, since its room frees soon anyway and holding
+it makes every small job wait behind it.
 
 Who may still use reserved room (it is *lent* to them for their own cycle and held again at
 the next one): pods and gangs of higher priority; pods that will end before the reservation
@@ -31,6 +32,7 @@ All methods run under ``cache.lock``.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -278,9 +280,10 @@ class Reservations:
         return reservation.describe()
 
     def worth_reserving(self, group: PodGroup) -> bool:
-        """Whether waiting costs the gang enough to hold room for it (see the module)."""
-        return _worth_reserving(group.min_member, self.handle.clock.now() - group.created,
-                                self.args)
+        """Whether waiting costs the gang enough to hold room for it (see the module): it is
+        large, or it has waited reserveAfterSeconds."""
+        waited = self.handle.clock.now() - group.created
+        return _large(self.handle, group, self.args) or waited >= self.args.reserve_after_seconds
 
     def _limit(self, group: PodGroup) -> float:
         if group.max_reservation_seconds is not None:
@@ -576,10 +579,19 @@ def _ends_before(runtime: float | None, now: float, start: float) -> bool:
     return runtime is not None and start != UNKNOWN and now + runtime <= start
 
 
-def _worth_reserving(members: int, waited: float, args: CoschedulingArgs) -> bool:
-    """A gang of reserveFromMembers or more reserves at once, a smaller one once it has
-    waited reserveAfterSeconds."""
-    return members >= args.reserve_from_members or waited >= args.reserve_after_seconds
+def _large(handle: Handle, group: PodGroup, args: CoschedulingArgs) -> bool:
+    """A gang of reserveFromMembers or more, or one whose members ask for reserveFromShare
+    or more of what the cluster's nodes hold of some resource: room that large hardly ever
+    comes free at once by the ordinary churn."""
+    if group.min_member >= args.reserve_from_members:
+        return True
+    asked: Counter[str] = Counter()
+    for member in handle.cache.group_pods(group.key):
+        asked.update(member.requests)
+    total = handle.cache.allocatable()
+    return any(amount >= args.reserve_from_share * total[resource]
+               for resource, amount in asked.items()
+               if resource != PODS and total.get(resource, 0) > 0)
 
 
 def _rank(handle: Handle, group: PodGroup,
@@ -587,7 +599,7 @@ def _rank(handle: Handle, group: PodGroup,
     """The order between reserving gangs: priority, then those of reserveFromMembers before
     smaller ones (which reserve only after waiting, and whose room frees soon anyway), then
     age (QueueSort's order)."""
-    large = group.min_member >= args.reserve_from_members
+    large = _large(handle, group, args)
     return (-_priority(handle, group), 0 if large else 1, group.created, group.key)
 
 
