@@ -2,7 +2,9 @@
 
 * ``active``: a heap ordered by the profile's QueueSort key; the scheduling loop pops it.
 * ``backoff``: pods that failed recently wait ``initial * 2**(attempts-1)`` (capped) before
-  they may be tried again.
+  they may be tried again; when nothing is active, the loop takes the one whose backoff ends
+  first at once (as kube-scheduler does since 1.34, KEP-5142: an idle scheduler has no reason
+  to wait), unless it failed by an error (the API server's, a bind's), which waits it out.
 * ``unschedulable``: pods that cannot fit now. They move back only on an event that could
   help them (a node added or freed, a PodGroup created, a sibling arriving) or after
   ``max_unschedulable_seconds`` as a safety net, never by a blind poll.
@@ -43,6 +45,8 @@ class QueuedPod:
     seq: int = field(default=0)
     # Parked by PreEnqueue: an event moves it only once PreEnqueue would let it in.
     held: bool = False
+    # Its last attempt failed by an error, not a verdict: its backoff is waited out.
+    failed_by_error: bool = False
 
     @property
     def key(self) -> str:
@@ -68,6 +72,8 @@ class SchedulingQueue:
         self._pods: dict[str, QueuedPod] = {}
         self._active: list[tuple[tuple[Any, ...], int, str]] = []
         self._backoff: list[tuple[float, int, str]] = []
+        # The backoff pods the loop may take early (not failed by an error), same order.
+        self._early: list[tuple[float, int, str]] = []
         self._seq = 0
         self._moves = 0
         self._closed = False
@@ -130,7 +136,10 @@ class SchedulingQueue:
         self._seq += 1
         queued.seq = self._seq
         queued.where = BACKOFF
-        heapq.heappush(self._backoff, (queued.backoff_until, self._seq, queued.key))
+        entry = (queued.backoff_until, self._seq, queued.key)
+        heapq.heappush(self._backoff, entry)
+        if not queued.failed_by_error:
+            heapq.heappush(self._early, entry)
         self._lock.notify()
 
     # -- the scheduling loop's side ------------------------------------------------------
@@ -140,11 +149,8 @@ class SchedulingQueue:
         with self._lock:
             while not self._closed:
                 self._flush_backoff()
-                while self._active:
-                    _, seq, key = heapq.heappop(self._active)
-                    queued = self._pods.get(key)
-                    if queued is None or queued.seq != seq or queued.where != ACTIVE:
-                        continue
+                queued = self._take(self._active, ACTIVE) or self._take(self._early, BACKOFF)
+                if queued is not None:
                     queued.where = IN_FLIGHT
                     queued.attempts += 1
                     queued.popped_at_move = self._moves
@@ -157,6 +163,15 @@ class SchedulingQueue:
                     wait = remaining if wait is None else min(wait, remaining)
                 self._lock.wait(wait)
             return None
+
+    def _take(self, heap: list[tuple[Any, int, str]], where: str) -> QueuedPod | None:
+        """The first live entry of ``heap`` (entries of pods that moved on are dropped)."""
+        while heap:
+            _, seq, key = heapq.heappop(heap)
+            queued = self._pods.get(key)
+            if queued is not None and queued.seq == seq and queued.where == where:
+                return queued
+        return None
 
     def _next_wake(self) -> float | None:
         if not self._backoff:
@@ -197,6 +212,7 @@ class SchedulingQueue:
                 self._pods[pod.key] = queued
             queued.pod = pod
             queued.last_reason = reason
+            queued.failed_by_error = not unschedulable
             now = self._clock()
             queued.backoff_until = now + self._backoff_for(max(1, queued.attempts))
             if unschedulable and queued.popped_at_move == self._moves:

@@ -87,3 +87,29 @@ def test_move_keys_and_stale_flush() -> None:
     clock.t += 301
     assert queue.flush_stale() == 1
     assert queue.counts()[UNSCHEDULABLE] == 0
+
+
+def _failed(queue: SchedulingQueue, name: str, *, unschedulable: bool) -> None:
+    """``name`` tried and failed, with an event during its attempt (so it backs off)."""
+    queue.add(_pod(name))
+    popped = queue.pop(0)
+    assert popped is not None and popped.key == f"ns/{name}"
+    queue.move()
+    queue.requeue(popped.pod, "no room" if unschedulable else "error",
+                  unschedulable=unschedulable)
+    assert queue.get(f"ns/{name}").where == BACKOFF  # type: ignore[union-attr]
+
+
+def test_an_idle_loop_takes_a_backing_off_pod_at_once_but_not_one_an_error_failed() -> None:
+    """Nothing active: the pod whose backoff ends first comes at once (kube-scheduler's
+    pop from backoffQ), unless its attempt failed by an error; an active pod comes first."""
+    clock = Clock()
+    queue = _queue(clock)
+    _failed(queue, "unfit", unschedulable=True)
+    _failed(queue, "errored", unschedulable=False)
+    queue.add(_pod("fresh"))
+    assert queue.pop(0).key == "ns/fresh"  # type: ignore[union-attr]
+    assert queue.pop(0).key == "ns/unfit"  # type: ignore[union-attr]
+    assert queue.pop(0) is None  # "errored" waits out its backoff
+    clock.t += 1.01
+    assert queue.pop(0).key == "ns/errored"  # type: ignore[union-attr]
