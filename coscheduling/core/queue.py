@@ -181,6 +181,10 @@ class SchedulingQueue:
 
     def _flush_backoff(self) -> None:
         now = self._clock()
+        # Early entries this flush covers (or of pods gone): so they stay as many as the pods
+        # still backing off, however long the loop never idles.
+        while self._early and self._early[0][0] <= now:
+            heapq.heappop(self._early)
         while self._backoff and self._backoff[0][0] <= now:
             _, seq, key = heapq.heappop(self._backoff)
             queued = self._pods.get(key)
