@@ -33,6 +33,7 @@ class ClaimCache(Protocol):
     def change_seq(self) -> int: ...
     def changed_since(self, seq: int) -> list[str] | None: ...
     def node_names(self) -> list[str]: ...
+    def node(self, name: str) -> object | None: ...
     def claim(self, pod: Pod, node_name: str) -> None: ...
     def drop_claim(self, pod_key: str) -> None: ...
 
@@ -105,21 +106,20 @@ class ProvisionedHolds:
         gang asked changed (joined, became ready...) while it is incomplete, or one of its
         nodes is gone."""
         found = []
-        names: list[str] | None = None
         for group_key, hold in self._by_group.items():
             if hold.ended or not provisioned(group_key, hold.request):
                 continue
-            if names is None:
-                names = self.cache.node_names()
-            if hold.planned_at >= 0 and not self._stale(hold, names):
+            if hold.planned_at >= 0 and not self._stale(hold):
                 continue
-            current = set(names)
+            current = set(self.cache.node_names())
             found.append((group_key, sorted(current - hold.before)
                           + sorted(current & hold.before)))
         return found
 
-    def _stale(self, hold: Hold, names: list[str]) -> bool:
-        if not set(hold.room) <= set(names):
+    def _stale(self, hold: Hold) -> bool:
+        """Checked at every pod's cycle while a hold lives: looks at its own nodes and the
+        change log, never at every node."""
+        if any(self.cache.node(name) is None for name in hold.room):
             return True
         if hold.complete:
             return False

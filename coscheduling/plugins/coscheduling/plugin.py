@@ -105,8 +105,9 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         self.scale_ups, self.guard = provisioning_for(
             handle.api, parse_scale_up(args.get("scaleUp") or {}))
         # The room a Provisioned request added, held for its gang until it is placed there.
-        self.holds = ProvisionedHolds(handle.cache, self.scale_ups.args.provisioned_hold_seconds) \
-            if self.scale_ups is not None else None
+        self.scale_up_holds = (
+            ProvisionedHolds(handle.cache, self.scale_ups.args.provisioned_hold_seconds)
+            if self.scale_ups is not None else None)
         # Objects already warned about a malformed optional annotation: key -> message.
         self._warned: LRUCache[str, str] = LRUCache(maxsize=100_000)
         self._warned_lock = threading.Lock()
@@ -212,19 +213,19 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         does not fit (and preempts nothing) reserves room if it is first in line."""
         manager, reservations = self.manager, self.reservations
         reservations.lend_own(group.key)
-        if self.holds is not None:
-            self.holds.lend(group.key)
+        if self.scale_up_holds is not None:
+            self.scale_up_holds.lend(group.key)
         why = manager.try_admit(pod, group, candidates, counts, preemption)
         if not why:
             reservations.release(group.key, "placed")
             reservations.forget(group.key)
             self._end_hold(group.key, "")
             return ""
-        if self.holds is not None:  # its room is the members' claims once it preempted
+        if self.scale_up_holds is not None:  # its room is the members' claims once it preempted
             if manager.state(group.key).preempting:
                 self._end_hold(group.key, "")
             else:
-                self.holds.restore(group.key)
+                self.scale_up_holds.restore(group.key)
         members = manager.missing(pod, group, candidates, counts)
         if why.startswith(WAITING_FOR_MEMBERS) or manager.state(group.key).preempting \
                 or isinstance(members, str):
@@ -242,8 +243,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         said, asked = self.scale_ups.consider(group, members, self.handle.cache.nodes(),
                                               self.handle.clock.now(), self._wait_for(group))
         if asked is not None:
-            if self.holds is not None:
-                self.holds.asked(group, asked.name, self.handle.cache.node_names())
+            if self.scale_up_holds is not None:
+                self.scale_up_holds.asked(group, asked.name, self.handle.cache.node_names())
             self.handle.status.group_event(group, "Normal", "ScaleUpRequested",
                                            asked.describe())
             self.handle.status.group_changed(group.key)
@@ -518,8 +519,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         self.shapes.pop(group_key, None)
         if self.scale_ups is not None:
             self.scale_ups.forget(group_key)
-        if self.holds is not None:
-            self.holds.forget(group_key)
+        if self.scale_up_holds is not None:
+            self.scale_up_holds.forget(group_key)
         self.reservations.release(group_key, "deleted")
         self.reservations.forget(group_key)
         self.manager.reject(group_key, f'PodGroup "{group_key}" was deleted', freeze=False)
@@ -625,19 +626,19 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
     def _hold_provisioned(self) -> None:
         """Claim, for each gang whose request is Provisioned, the room its missing members
         would take (the new nodes first); a complete hold lets the gang try at once."""
-        if self.holds is None:
+        if self.scale_up_holds is None:
             return
         cache = self.handle.cache
-        for group_key, nodes in self.holds.due(self._provisioned):
+        for group_key, nodes in self.scale_up_holds.due(self._provisioned):
             group = self.handle.groups.podgroup(group_key)
             members = self._missing_members(group) if group is not None else []
             if group is None or not members:
                 continue
-            self.holds.lend(group_key)  # its own held room is planned again too
+            self.scale_up_holds.lend(group_key)  # its own held room is planned again too
             with cache.transaction() as tx:  # discarded: the plan claims nothing
                 room, placed = plan_room(members, nodes, partial(self._first_fit, tx))
             complete = placed == len(members)
-            if self.holds.hold(group_key, room, complete, max(m.priority for m in members),
+            if self.scale_up_holds.hold(group_key, room, complete, max(m.priority for m in members),
                                self.handle.clock.now()):
                 self._announce_hold(group, len(members))
             self.handle.status.group_changed(group_key)
@@ -645,7 +646,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
                 self._reservation_complete(group_key)
 
     def _announce_hold(self, group: PodGroup, missing: int) -> None:
-        hold = self.holds.of(group.key) if self.holds is not None else None
+        hold = self.scale_up_holds.of(group.key) if self.scale_up_holds is not None else None
         if hold is not None:
             self.handle.status.group_event(
                 group, "Normal", "ScaleUpHeld",
@@ -674,7 +675,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
 
     def _end_hold(self, group_key: str, why: str) -> None:
         """Let the gang's held room go; ``why`` (not placed) is told and frees the room."""
-        ended = self.holds.release(group_key) if self.holds is not None else None
+        ended = self.scale_up_holds.release(group_key) if self.scale_up_holds is not None else None
         group = self.handle.groups.podgroup(group_key)
         if ended is None or not why:
             return
@@ -685,12 +686,12 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         self.handle.activator.capacity_freed()
 
     def _expire_holds(self, now: float) -> None:
-        if self.holds is None:
+        if self.scale_up_holds is None:
             return
-        for group_key, hold in list(self.holds.held().items()):
+        for group_key, hold in list(self.scale_up_holds.held().items()):
             if hold.until <= now:
                 self._end_hold(group_key, f"the hold ran out after "
-                               f"{self.holds.seconds:g}s without the gang placed")
+                               f"{self.scale_up_holds.seconds:g}s without the gang placed")
             elif not self._provisioned(group_key, hold.request):
                 self._end_hold(group_key, f"its request {hold.request} is no longer "
                                "Provisioned")
@@ -704,8 +705,8 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
                 nodes.update((cache.claimed_node(pod.key), cache.assumed_node(pod.key)))
         for reservation in self.reservations:
             nodes.update(reservation.targets)
-        if self.holds is not None:
-            for hold in self.holds.held().values():
+        if self.scale_up_holds is not None:
+            for hold in self.scale_up_holds.held().values():
                 nodes.update(hold.room)
         nodes.discard("")
         return nodes
@@ -744,7 +745,7 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
         frozen = manager.frozen(group_key)
         view = GroupView(
             group=group,
-            members=self.handle.cache.group_pods(group_key),
+            members=members,
             finished=dict(self.handle.groups.finished_members(group_key)),
             counts=manager.counts(group_key),
             gang=manager.gangs.get(group_key),
