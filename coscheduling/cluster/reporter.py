@@ -146,9 +146,14 @@ class Reporter:
             object_kind=ref.kind))
 
     def forget(self, pod: Pod) -> None:
+        """The pod is gone: its unsent reports of scheduling state (why it waits, a
+        PodScheduled condition) are dropped, but not an event of something done to it
+        (Preempted, Scheduled): a victim's delete often arrives before that is written."""
         self._reported.pop(pod.uid, None)
         with self._lock:
-            self._pending.pop(pod.key, None)
+            entry = self._pending.get(pod.key)
+            if entry is not None and entry[1].condition:
+                del self._pending[pod.key]
 
     # -- writing --------------------------------------------------------------------------
     def _submit(self, key: str, delay: float, report: Report, lane: int = OTHER) -> None:

@@ -92,3 +92,28 @@ def test_every_scheduled_event_is_written_once_and_a_repeat_is_not_written(
         events = [e for e in events_for(kube, namespace, pod.name)
                   if e.get("reason") == "Scheduled"]
         assert [e["message"] for e in events] == [f"Successfully assigned {pod.key} to node-a"]
+
+
+def test_a_deleted_pods_preempted_event_is_still_written_but_its_pending_failure_is_not(
+        kube: KubeClient, namespace: str, report_client: KubeClient) -> None:
+    """A victim's watch delete often arrives before its Preempted event is written: forgetting
+    the pod drops what it was waiting for, never what was done to it."""
+    victim, waiting = _pods(kube, namespace, 2)
+    held = threading.Event()
+    reasons, writing = _recording(report_client, held)
+    reporter = Reporter(report_client, "test-reporter", waiting_delay=0.0, writers=1)
+    blocker = _pods(kube, namespace, 1)[0]
+    try:
+        reporter.event(blocker, "Normal", "Blocking", "holds the only writer")
+        assert writing.wait(30), "the first report was never written"
+        reporter.event(victim, "Normal", "Preempted", "Preempted by gang ns/big")
+        reporter.unschedulable(waiting, "0/1 nodes are available")
+        reporter.forget(victim)
+        reporter.forget(waiting)
+        held.set()
+        wait_until(lambda: len(reasons) == 2, what="the queued event written")
+        reporter.flush()
+    finally:
+        held.set()
+        reporter.stop()
+    assert reasons == ["Blocking", "Preempted"]
