@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import yaml
 
@@ -117,7 +117,7 @@ class Contender:
         if address != OUR_METRICS_ADDRESS or self.qps is not None or overrides:
             # The defaults, with only the port and (equal limits) the client limits changed,
             # and for experiments what $BENCH_OURS_CONFIG sets (top-level keys).
-            config = dump_defaults()
+            config = _defaults_of(self.source)
             config["metricsBindAddress"] = address
             if self.qps is not None:
                 config["clientConnection"].update(qps=self.qps, burst=self.burst)
@@ -158,6 +158,18 @@ def contenders() -> dict[str, Contender]:
             "ours-base", "ours", f"ours from {source} ({_commit_of(source)}, defaults)",
             OUR_SCHEDULER_NAME, gangs=True, source=source)
     return found
+
+
+def _defaults_of(source: Path | None) -> dict[str, Any]:
+    """The configuration defaults of the checkout ``source`` (an earlier commit may not
+    know keys added since), or of this one."""
+    if source is None:
+        return dump_defaults()
+    code = ("import json; from coscheduling.config.load import dump_defaults as d; "
+            "print(json.dumps(d()))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, cwd=source, env={**os.environ, "PYTHONPATH": str(source)})
+    return dict(json.loads(found.stdout))
 
 
 def _commit_of(source: Path) -> str:
