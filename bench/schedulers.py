@@ -28,9 +28,13 @@ OUR_METRICS_ADDRESS = "127.0.0.1:10251"  # our default metricsBindAddress
 OUR_GRPC_ADDRESS = "127.0.0.1:50051"  # our default gRPC plugin server
 OURS_CONFIG_VAR = "BENCH_OURS_CONFIG"  # JSON: top-level configuration keys to change
 OURS_ARGS_VAR = "BENCH_OURS_ARGS"  # extra `coscheduling run` arguments (shell words)
-# A checkout of an earlier commit of ours: adds the contender "ours-base" (its own defaults),
-# to compare two versions in one run (e.g. against the last published results).
+# A checkout of an earlier commit of ours: adds the contenders "ours-base" (its own defaults)
+# and "ours-base-eq" (equal limits), to compare two versions in one run (e.g. against the
+# last published results).
 BASE_SOURCE_VAR = "BENCH_BASE_SOURCE"
+# Set (to anything): every contender's cache lock holds are timed (bench/locktrace), written
+# to cache-lock.json in its run's folder.
+LOCK_TRACE_VAR = "BENCH_LOCK_TRACE"
 CEILING_SCHEDULER_NAME = "bench-ceiling"
 NATIVE_SCHEDULER_NAME = "default-scheduler"
 STOP_GRACE = 10.0
@@ -154,9 +158,13 @@ def contenders() -> dict[str, Contender]:
     base = os.environ.get(BASE_SOURCE_VAR)
     if base:
         source = Path(base).resolve()
+        commit = _commit_of(source)
         found["ours-base"] = Contender(
-            "ours-base", "ours", f"ours from {source} ({_commit_of(source)}, defaults)",
+            "ours-base", "ours", f"ours from {source} ({commit}, defaults)",
             OUR_SCHEDULER_NAME, gangs=True, source=source)
+        found["ours-base-eq"] = Contender(
+            "ours-base-eq", "ours", f"ours from {source} ({commit}, equal limits)",
+            OUR_SCHEDULER_NAME, gangs=True, source=source, qps=EQUAL_QPS, burst=EQUAL_BURST)
     return found
 
 
@@ -189,7 +197,8 @@ class Process:
         self._log: IO[bytes] = log_path.open("ab")
         # `python -m bench.ceiling` runs in the run's directory: put the repo on its path
         # (and before it the checkout a contender runs from, if it has one).
-        path = os.pathsep.join(filter(None, [str(source or ""), str(REPO),
+        trace = str(REPO / "bench" / "locktrace") if os.environ.get(LOCK_TRACE_VAR) else ""
+        path = os.pathsep.join(filter(None, [trace, str(source or ""), str(REPO),
                                              os.environ.get("PYTHONPATH")]))
         self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
                                       stderr=subprocess.STDOUT, cwd=cwd,
