@@ -451,3 +451,30 @@ def test_a_large_gang_reserves_ahead_of_small_ones_that_waited(
     finally:
         sim.close()
     assert not sim.violations, sim.violations
+
+
+def test_a_what_if_passing_reservations_survives_the_loop_changing_them(
+        reserving: SimCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A what-if reads the reservations from its own thread while the loop may add or drop
+    one: here the loop's change lands between two steps of the what-if's reading."""
+    sim = reserving
+    _one_core_held(sim)
+    reservations = _plugin(sim).reservations
+    held = reservations.of("ns/big")
+    assert held is not None
+    lends = reservations._lends
+
+    def loop_changes_them_meanwhile(pod: object, reservation: object) -> str:
+        reservations._by_group.setdefault("ns/other", held)  # as the loop's reserve would
+        return lends(pod, reservation)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reservations, "_lends", loop_changes_them_meanwhile)
+    urgent = sim.add_pod("urgent", priority=100)
+    cache = sim.scheduler.cache
+    placeholders = [target.key for target in held.targets.values()]
+    assert all(cache.claimed_node(key) for key in placeholders)
+    with cache.transaction() as tx:  # discarded, as the what-if's is
+        reservations.pass_by(tx, urgent)
+        assert not any(cache.claimed_node(key) for key in placeholders), \
+            "the reserved room is not free for a pod that may pass it"
+    assert all(cache.claimed_node(key) for key in placeholders), "held again once discarded"

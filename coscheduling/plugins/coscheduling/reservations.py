@@ -182,10 +182,12 @@ class Reservations:
 
     def pass_by(self, tx: Transaction, pod: Pod) -> None:
         """For a what-if: the room of the reservations ``pod`` may pass is free in ``tx``,
-        held exactly as before once it is discarded (no reservation grows or shrinks)."""
-        for reservation in self._by_group.values():
+        held exactly as before once it is discarded (no reservation grows or shrinks).
+        Runs beside the loop (on a view): the loop may change the reservations meanwhile, so
+        it reads copies (one atomic step each under the GIL)."""
+        for reservation in tuple(self._by_group.values()):
             if self._lends(pod, reservation):
-                for target in reservation.targets.values():
+                for target in tuple(reservation.targets.values()):
                     tx.drop_claim(target.key)
 
     def preview(self, group: PodGroup, members: list[Pod]) -> tuple[bool, tuple[str, ...],
@@ -194,11 +196,11 @@ class Reservations:
         in line of its queue), the reservations ahead of it, and the reservation it would
         make (its nodes and estimate; None when none can be planned). A gang below
         reserveFromMembers reserves only once it has waited reserveAfterSeconds: this says
-        whether it would then. Changes nothing."""
+        whether it would then. Changes nothing; like :meth:`pass_by`, reads copies."""
         if self._limit(group) <= 0:
             return False, (), None
         rank = _rank(self.handle, group, self.args)
-        same = sorted((r for r in self._by_group.values() if r.queue == group.queue),
+        same = sorted((r for r in tuple(self._by_group.values()) if r.queue == group.queue),
                       key=lambda r: r.rank)
         ahead = tuple(r.group_key for r in same if r.rank < rank)
         first = len(ahead) < self.args.max_reservations_per_queue
@@ -431,8 +433,9 @@ class Reservations:
         for reservation in gone:
             self.release(reservation.group_key, "expired")
             self.expired.add(reservation.group_key)
-        for key in [k for k in self._seen_running if self.handle.cache.pod(k) is None]:
-            del self._seen_running[key]
+        # A what-if's preview may add to it meanwhile (from its own thread): a copy.
+        for key in [k for k in tuple(self._seen_running) if self.handle.cache.pod(k) is None]:
+            self._seen_running.pop(key, None)
         return gone
 
     def _account_idle(self, now: float) -> None:
