@@ -46,6 +46,7 @@ from coscheduling.cluster.unreadable import Unreadable, UnreadableObjects
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+SYNC_POLL = 0.25  # seconds: how often a wait for the first list looks at its stop event
 Json = dict[str, Any]
 
 
@@ -366,10 +367,18 @@ def _version(record: object) -> str:
     return str(getattr(record, "resource_version", ""))
 
 
-def wait_synced(informers: list[Informer[Any]], timeout: float | None = None) -> bool:
+def wait_synced(informers: list[Informer[Any]], timeout: float | None = None,
+                stop: threading.Event | None = None) -> bool:
+    """Whether every informer has listed within ``timeout`` (None: however long it takes),
+    given up early once ``stop`` is set (a SIGTERM while a watch cannot list: its kind is
+    not served, or the API server is gone)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     for informer in informers:
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not informer.synced.wait(remaining):
-            return False
+        while not informer.synced.is_set():
+            if stop is not None and stop.is_set():
+                return False
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            informer.synced.wait(SYNC_POLL if remaining is None else min(remaining, SYNC_POLL))
     return True

@@ -184,9 +184,12 @@ def run_service(args: argparse.Namespace, *, command: str, loop: bool) -> int:
         service.stop()
         return 2
     code = 1
-    if service.start(sync_timeout=None, schedule=loop):
+    if service.start(sync_timeout=None, schedule=loop, stop=stop):
         _announce(service, server, loop)
         code = _wait(service, stop, loop)
+    elif stop.is_set():  # told to stop before the caches synced: not a failure
+        print(f"coscheduling {command}: stopped before the caches synced", file=sys.stderr)
+        code = 0
     if server is not None:
         server.stop(getattr(args, "grace", 5.0)).wait()  # in-flight calls finish first
     service.stop()

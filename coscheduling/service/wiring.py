@@ -382,8 +382,10 @@ class SchedulerService:
     def _group_informer(self, api: GroupApi) -> Informer[PodGroup]:
         return self._informer(group_watch(api, self.group_kinds))
 
-    def start(self, *, sync_timeout: float | None = None, schedule: bool = True) -> bool:
-        """Start the watches, wait until they have listed, then start scheduling."""
+    def start(self, *, sync_timeout: float | None = None, schedule: bool = True,
+              stop: threading.Event | None = None) -> bool:
+        """Start the watches, wait until they have listed (not past ``stop``), then start
+        scheduling."""
         if self.http is not None:
             self.http.start()
         self._check_queues_served()
@@ -393,7 +395,9 @@ class SchedulerService:
             self.startup.mark("discovery")
         for informer in self.informers:
             informer.start()
-        if not wait_synced(self.informers, sync_timeout):
+        if not wait_synced(self.informers, sync_timeout, stop):
+            if stop is not None and stop.is_set():
+                return False
             missing = [i.name for i in self.informers if not i.synced.is_set()]
             log.error("caches did not sync within %ss: %s", sync_timeout, ", ".join(missing))
             return False
