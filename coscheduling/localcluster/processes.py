@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from coscheduling.ops.procstat import start_ticks
+
 __all__ = [
     "ClusterStartError",
     "child_setup",
@@ -77,12 +79,7 @@ def process_start_time(pid: int) -> int | None:
 
     Stored next to the pid, it tells a live process from a recycled pid.
     """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return None if fields[0] == "Z" else int(fields[19])
+    return start_ticks(pid)
 
 
 def threads_stopped(pid: int) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
+
+from coscheduling.ops.procstat import start_ticks
 
 log = logging.getLogger(__name__)
 
@@ -17,11 +18,11 @@ log = logging.getLogger(__name__)
 def process_age() -> float | None:
     """Seconds since this process started (Linux: /proc/self/stat), None elsewhere."""
     try:
-        stat = Path("/proc/self/stat").read_text()
-        started_ticks = int(stat.rsplit(")", 1)[1].split()[19])
-        return time.clock_gettime(time.CLOCK_BOOTTIME) - started_ticks / os.sysconf(
-            "SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
+        started = start_ticks()
+        if started is None:
+            return None
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - started / os.sysconf("SC_CLK_TCK")
+    except (ValueError, IndexError, AttributeError):
         return None
 
 
