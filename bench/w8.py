@@ -183,6 +183,10 @@ def measure(result: dict[str, Any], arrivals: list[Arrival], created: dict[str, 
     result["small_wait_p50"] = report.percentile(waits, 0.5)
     result["small_wait_p99"] = report.percentile(waits, 0.99)
     result["small_wait_by_arrival"] = _waits_by_arrival(jobs, created, bound, end)
+    first = min(created.values(), default=0.0)
+    result["small_longest_waits"] = [
+        {"pod": p, "arrived_s": round(created[p] - first, 1), "wait_s": round(w, 1)}
+        for w, p in sorted(zip(waits, jobs, strict=True), reverse=True)[:10]]
     if created:
         start = min(created.values())
         end = start + ARRIVAL_SECONDS

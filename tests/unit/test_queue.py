@@ -113,3 +113,68 @@ def test_an_idle_loop_takes_a_backing_off_pod_at_once_but_not_one_an_error_faile
     assert queue.pop(0) is None  # "errored" waits out its backoff
     clock.t += 1.01
     assert queue.pop(0).key == "ns/errored"  # type: ignore[union-attr]
+
+
+def _aged(queue: SchedulingQueue, clock: Clock, *names: str) -> None:
+    """``names`` failed five times with an event during each attempt (their backoff is the
+    longest, 10 s) and have waited longer than that since they were queued."""
+    for name in names:
+        queue.add(_pod(name))
+    clock.t += 5
+    keys = {f"ns/{name}" for name in names}
+    for _ in range(5):
+        queue.move_keys(keys, skip_backoff=True)
+        tried = [queue.pop(0) for _ in names]
+        assert {q.key for q in tried if q is not None} == keys
+        queue.move()
+        for queued in tried:
+            queue.requeue(queued.pod, "no room", unschedulable=True)  # type: ignore[union-attr]
+    clock.t += 6
+    for name in names:
+        entry = queue.get(f"ns/{name}")
+        assert entry is not None and entry.where == BACKOFF and entry.backoff_until > clock.t
+
+
+def test_room_freed_goes_to_an_aged_pod_before_newer_active_ones() -> None:
+    """A pod waiting longer than the longest backoff comes first in queue order when room is
+    freed (once per room-freeing move); otherwise newer active pods come first."""
+    clock = Clock()
+    queue = _queue(clock)
+    _aged(queue, clock, "a")
+    _failed(queue, "b", unschedulable=True)  # young: backing off 1 s
+    for name in ("c", "d", "e"):
+        queue.add(_pod(name))
+    queue.move()  # no room freed: the active pods come first
+    assert queue.pop(0).key == "ns/c"  # type: ignore[union-attr]
+    queue.move(room_freed=True)
+    order = [queue.pop(0).key for _ in range(4)]  # type: ignore[union-attr]
+    assert order == ["ns/a", "ns/d", "ns/e", "ns/b"]
+
+
+def test_the_idle_loop_takes_aged_pods_first_in_queue_order() -> None:
+    clock = Clock()
+    queue = _queue(clock)
+    _aged(queue, clock, "z", "y")  # "z" failed first, "y" is first in queue order
+    _failed(queue, "x", unschedulable=True)  # its backoff ends first
+    _failed(queue, "w", unschedulable=False)  # an error: waits its backoff out
+    assert [queue.pop(0).key for _ in range(3)] == [  # type: ignore[union-attr]
+        "ns/y", "ns/z", "ns/x"]
+    assert queue.pop(0) is None
+
+
+def test_the_age_heaps_drop_the_entries_of_pods_whose_backoff_ended() -> None:
+    """Entries of pods a flush moved to active go at the next push once they are half of a
+    heap: the heaps stay as large as the pods backing off, however long the loop never
+    idles."""
+    clock = Clock()
+    queue = _queue(clock)
+    for index in range(300):
+        _failed(queue, f"p{index:03d}", unschedulable=True)
+    clock.t += 2  # their backoff ends
+    for _ in range(300):
+        popped = queue.pop(0)
+        assert popped is not None
+        queue.done(popped.key)
+    assert len(queue._young) == 300  # stale: nothing looked at them yet
+    _failed(queue, "q", unschedulable=True)
+    assert [key for _, _, key in queue._young] == ["ns/q"]
