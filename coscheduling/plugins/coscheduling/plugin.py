@@ -638,8 +638,9 @@ class Coscheduling(QueueSortPlugin, PreEnqueuePlugin, GangAdmissionPlugin, Filte
             with cache.transaction() as tx:  # discarded: the plan claims nothing
                 room, placed = plan_room(members, nodes, partial(self._first_fit, tx))
             complete = placed == len(members)
-            if self.scale_up_holds.hold(group_key, room, complete, max(m.priority for m in members),
-                               self.handle.clock.now()):
+            if self.scale_up_holds.hold(group_key, room, complete,
+                                        max(m.priority for m in members),
+                                        self.handle.clock.now()):
                 self._announce_hold(group, len(members))
             self.handle.status.group_changed(group_key)
             if complete:
