@@ -203,14 +203,30 @@ def test_label_selector(gangs: Gangs, capsys: pytest.CaptureFixture[str], select
 
 
 class Lines:
-    """A process's stdout, line by line, with a deadline per line."""
+    """A process's stdout, line by line, with a deadline per line; its stderr is read all
+    along too (an unread pipe that fills would block the process), kept in ``errors``."""
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
         self.lines: queue.Queue[str] = queue.Queue()
-        assert process.stdout is not None
-        stdout = process.stdout
+        self.errors: list[str] = []
+        assert process.stdout is not None and process.stderr is not None
+        stdout, stderr = process.stdout, process.stderr
         threading.Thread(target=lambda: [self.lines.put(line) for line in stdout],
                          daemon=True).start()
+        self._stderr = threading.Thread(target=lambda: self.errors.extend(stderr),
+                                        daemon=True)
+        self._stderr.start()
+
+    def interrupt(self) -> tuple[int | None, str]:
+        """Ctrl-C: the exit code within 30 s (None if it did not exit) and its stderr."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            code: int | None = self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._stderr.join(5)
+        return code, "".join(self.errors)
 
     def until(self, matches: Callable[[str], bool], what: str) -> str:
         seen = []
@@ -255,9 +271,7 @@ def test_watch_prints_each_change_and_ends_on_ctrl_c(
     delete_podgroup(kube, ns, "infer")
     lines.until(lambda s: s.split()[:3] == ["infer", "PodGroup", "DELETED"],
                 "the deleted gang")
-    watching.send_signal(signal.SIGINT)
-    assert watching.wait(30) == 0
-    assert watching.stderr is not None and watching.stderr.read() == ""
+    assert lines.interrupt() == (0, "")
 
 
 def test_watch_json_prints_events_with_machine_values(
@@ -274,8 +288,8 @@ def test_watch_json_prints_events_with_machine_values(
                    {"spec": {"minMember": 5}})
         changed = json.loads(lines.until(lambda s: '"minMember": 5' in s, "minMember 5"))
         assert changed["type"] == "MODIFIED" and changed["object"]["name"] == "train"
-        process.send_signal(signal.SIGINT)
-        assert process.wait(30) == 0
+        code, errors = lines.interrupt()
+        assert code == 0, f"no exit within 30 s of Ctrl-C; its stderr: {errors!r}"
     finally:
         if process.poll() is None:
             process.kill()
