@@ -201,10 +201,9 @@ class SchedulingQueue:
         limit = self._clock() - self._max_backoff
         young = self._young
         while young and young[0][0] <= limit:
-            _, seq, key = heapq.heappop(young)
-            queued = self._pods.get(key)
-            if queued is not None and queued.seq == seq and queued.where == BACKOFF:
-                heapq.heappush(self._aged, (queued.sort_key, seq, key))
+            entry = heapq.heappop(young)
+            if self._live(entry, BACKOFF):
+                heapq.heappush(self._aged, (self._pods[entry[2]].sort_key, *entry[1:]))
         return self._head(self._aged, BACKOFF)
 
     def _next(self) -> QueuedPod | None:

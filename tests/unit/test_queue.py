@@ -127,7 +127,7 @@ def _aged(queue: SchedulingQueue, clock: Clock, *names: str) -> None:
         tried = [queue.pop(0) for _ in names]
         assert {q.key for q in tried if q is not None} == keys
         queue.move()
-        for queued in tried:
+        for queued in reversed(tried):  # the last in queue order backs off first
             queue.requeue(queued.pod, "no room", unschedulable=True)  # type: ignore[union-attr]
     clock.t += 6
     for name in names:
@@ -154,7 +154,7 @@ def test_room_freed_goes_to_an_aged_pod_before_newer_active_ones() -> None:
 def test_the_idle_loop_takes_aged_pods_first_in_queue_order() -> None:
     clock = Clock()
     queue = _queue(clock)
-    _aged(queue, clock, "z", "y")  # "z" failed first, "y" is first in queue order
+    _aged(queue, clock, "z", "y")  # "z"'s backoff ends first, "y" is first in queue order
     _failed(queue, "x", unschedulable=True)  # its backoff ends first
     _failed(queue, "w", unschedulable=False)  # an error: waits its backoff out
     assert [queue.pop(0).key for _ in range(3)] == [  # type: ignore[union-attr]
