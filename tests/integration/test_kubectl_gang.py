@@ -240,13 +240,27 @@ class Lines:
                 return line
 
 
+def _spawn(args: list[str]) -> subprocess.Popen[str]:
+    """Start ``args`` as a terminal would, Ctrl-C included: a test run started in the
+    background ignores SIGINT, and an ignored signal stays ignored across exec (a caught one
+    is reset), so for the exec SIGINT is caught here rather than ignored."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.fixture
 def watching(gangs: Gangs) -> Iterator[subprocess.Popen[str]]:
     """`kubectl gang list --watch` as kubectl runs the plugin (the executable)."""
-    process = subprocess.Popen(
+    process = _spawn(
         [str(Path(sys.executable).with_name("kubectl-gang")), "--kubeconfig",
-         str(gangs.kubeconfig), "list", "-n", gangs.namespace, "--watch"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         str(gangs.kubeconfig), "list", "-n", gangs.namespace, "--watch"])
     try:
         yield process
     finally:
@@ -276,10 +290,10 @@ def test_watch_prints_each_change_and_ends_on_ctrl_c(
 
 def test_watch_json_prints_events_with_machine_values(
         gangs: Gangs, kube: KubeClient) -> None:
-    process = subprocess.Popen(
+    process = _spawn(
         [sys.executable, "-m", "coscheduling.kubectl_gang", "--kubeconfig",
          str(gangs.kubeconfig), "-n", gangs.namespace, "list", "-w", "-o", "json",
-         "-l", "team=a"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "-l", "team=a"])
     try:
         lines = Lines(process)
         first = json.loads(lines.until(lambda s: '"train"' in s, "train"))
